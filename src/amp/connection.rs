@@ -1,0 +1,213 @@
+//! One client, from the upgrade to the close.
+//!
+//! A single task owns the socket: it reads frames, writes queued messages and
+//! keeps the connection alive, and every way the loop can end is a branch of
+//! one `select!`. Requests run in their own tasks so a slow `editFile` does
+//! not hold up a `ping`; at most [`MAX_IN_FLIGHT`] run at once per client,
+//! and the socket is not read while that many are pending, so a flood is
+//! slowed by TCP instead of growing memory.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response as HttpResponse};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+use super::handshake::{admit, Admission, UpgradeRequest};
+use super::protocol::{encode_notification, Dialect};
+use super::server::{ClientHandle, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
+use crate::editor::events;
+use crate::{bridge, log};
+
+const MAX_IN_FLIGHT: usize = 64;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that accepts no bytes for this long is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+type Ws = WebSocketStream<TcpStream>;
+
+pub async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+    let Some((ws, authenticated)) = upgrade(stream, &shared).await else { return };
+    if !authenticated {
+        log::warn("client rejected: wrong or missing auth token");
+        close(ws, CloseCode::Normal, "Authentication failed").await;
+        return;
+    }
+    let (outbound, queue) = mpsc::channel(shared.options.send_queue);
+    let dialect = Arc::new(AtomicU8::new(DIALECT_UNKNOWN));
+    let kick = Arc::new(Notify::new());
+    let admitted = {
+        let mut clients = shared.clients.lock().unwrap_or_else(|p| p.into_inner());
+        (clients.len() < shared.options.max_clients).then(|| {
+            let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+            clients.insert(id, ClientHandle { outbound: outbound.clone(), dialect: dialect.clone(), kick: kick.clone() });
+            (id, clients.len())
+        })
+    };
+    let Some((id, count)) = admitted else {
+        log::warn("client rejected: too many clients");
+        close(ws, CloseCode::Again, "Too many clients").await;
+        return;
+    };
+    log::info(format!("client {id} connected ({count} connected)"));
+    let _ = bridge::post(move || events::fire("AmpClientConnected", &json!({ "id": id, "clients": count })));
+
+    // What a newly connected client needs first.
+    let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()));
+
+    let ended = run(ws, &shared, outbound, queue, dialect, kick).await;
+    let count = {
+        let mut clients = shared.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients.remove(&id);
+        clients.len()
+    };
+    log::info(format!("client {id} disconnected: {ended} ({count} connected)"));
+    let _ = bridge::post(move || {
+        events::fire("AmpClientDisconnected", &json!({ "id": id, "clients": count, "reason": ended }))
+    });
+}
+
+/// Performs the HTTP upgrade with the admission checks; `None` if refused or broken.
+async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
+    let config = WebSocketConfig {
+        max_message_size: Some(shared.options.max_frame_bytes),
+        max_frame_size: Some(shared.options.max_frame_bytes),
+        ..Default::default()
+    };
+    let mut authenticated = false;
+    let check = |req: &HttpRequest, resp: HttpResponse| -> Result<HttpResponse, ErrorResponse> {
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+        let upgrade = UpgradeRequest { host: header("host"), origin: header("origin"), query: req.uri().query() };
+        match admit(&upgrade, &shared.token, &shared.options.allowed_origins) {
+            Admission::Upgrade { authenticated: ok } => {
+                authenticated = ok;
+                Ok(resp)
+            }
+            Admission::Forbidden(why) => {
+                log::warn(format!("handshake refused: {why}"));
+                let mut refusal = ErrorResponse::new(Some(format!("Forbidden: {why}\n")));
+                *refusal.status_mut() = StatusCode::FORBIDDEN;
+                Err(refusal)
+            }
+        }
+    };
+    match timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))).await {
+        Ok(Ok(ws)) => Some((ws, authenticated)),
+        Ok(Err(e)) => {
+            log::debug(format!("handshake failed: {e}"));
+            None
+        }
+        Err(_) => {
+            log::debug("handshake timed out");
+            None
+        }
+    }
+}
+
+/// The connection's loop; returns why it ended.
+async fn run(
+    mut ws: Ws,
+    shared: &Arc<Shared>,
+    outbound: mpsc::Sender<String>,
+    mut queue: mpsc::Receiver<String>,
+    dialect: Arc<AtomicU8>,
+    kick: Arc<Notify>,
+) -> String {
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let ping_every = Duration::from_millis(shared.options.ping_interval_ms);
+    let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+    let mut last_heard = Instant::now();
+    let mut shutdown = shared.shutdown.clone();
+    if *shutdown.borrow() {
+        close(ws, CloseCode::Away, "Neovim is shutting down").await;
+        return "server shutting down".into();
+    }
+    loop {
+        tokio::select! {
+            frame = ws.next(), if in_flight.available_permits() > 0 => {
+                last_heard = Instant::now();
+                match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        let permit = in_flight.clone().try_acquire_owned().expect("guarded by available_permits");
+                        let (shared, outbound, dialect) = (shared.clone(), outbound.clone(), dialect.clone());
+                        tokio::spawn(async move {
+                            let reply = super::requests::answer(&text, &shared, &dialect).await;
+                            // Release before queueing: the loop re-checks permits when it drains the queue.
+                            drop(permit);
+                            let _ = outbound.send(reply).await;
+                        });
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        close(ws, CloseCode::Unsupported, "Binary frames are not supported; send JSON in text frames").await;
+                        return "sent a binary frame".into();
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => return "closed by the client".into(),
+                    Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
+                        let reason = format!("Message too big ({size} bytes; limit {max_size})");
+                        close(ws, CloseCode::Size, &reason).await;
+                        return reason;
+                    }
+                    Some(Err(WsError::Utf8)) => {
+                        close(ws, CloseCode::Invalid, "Text frame is not valid UTF-8").await;
+                        return "sent invalid UTF-8".into();
+                    }
+                    Some(Err(e)) => return format!("protocol error: {e}"),
+                }
+            }
+            Some(text) = queue.recv() => {
+                match timeout(WRITE_TIMEOUT, ws.send(Message::Text(text))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return format!("write failed: {e}"),
+                    Err(_) => return "stopped reading (write timed out)".into(),
+                }
+            }
+            _ = keepalive.tick() => {
+                if last_heard.elapsed() > ping_every * 2 + Duration::from_secs(5) {
+                    return "keepalive timed out".into();
+                }
+                if timeout(WRITE_TIMEOUT, ws.send(Message::Ping(Vec::new()))).await.map_or(true, |r| r.is_err()) {
+                    return "keepalive ping failed".into();
+                }
+            }
+            _ = kick.notified() => {
+                close(ws, CloseCode::Policy, "Client is not reading its messages").await;
+                return "outbound queue overflowed".into();
+            }
+            _ = shutdown.changed() => {
+                close(ws, CloseCode::Away, "Neovim is shutting down").await;
+                return "server shutting down".into();
+            }
+        }
+    }
+}
+
+/// Sends a close frame and waits briefly for the client's reply.
+async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
+    let frame = CloseFrame { code, reason: reason.to_owned().into() };
+    if timeout(CLOSE_GRACE, ws.close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = timeout(CLOSE_GRACE, async { while let Some(Ok(_)) = ws.next().await {} }).await;
+}
+
+/// Records the dialect of a connection's first request.
+pub fn note_dialect(slot: &AtomicU8, dialect: Dialect) {
+    let value = match dialect {
+        Dialect::Flat => DIALECT_FLAT,
+        Dialect::Wrapped => DIALECT_WRAPPED,
+    };
+    let _ = slot.compare_exchange(DIALECT_UNKNOWN, value, Ordering::Relaxed, Ordering::Relaxed);
+}

@@ -1,0 +1,144 @@
+//! Who may open a WebSocket: the checks made on the HTTP upgrade request.
+//!
+//! Browsers are kept out (a page could otherwise talk to a loopback port):
+//! any `Origin` header is refused unless allow-listed, and the `Host` must be
+//! a loopback name (this stops DNS-rebinding pages, whose Host is their own
+//! domain). A wrong token is *not* refused here: the Amp CLI only explains
+//! the failure to the user when the upgrade succeeds and the socket is then
+//! closed with code 1000 and reason `Authentication failed`.
+
+use super::token::tokens_match;
+
+/// What the upgrade request carried, as plain strings.
+#[derive(Debug, Default, Clone)]
+pub struct UpgradeRequest<'a> {
+    pub host: Option<&'a str>,
+    pub origin: Option<&'a str>,
+    /// The request target's query string, without `?`.
+    pub query: Option<&'a str>,
+}
+
+/// The verdict on an upgrade request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Upgrade; `authenticated` says whether the token matched.
+    Upgrade { authenticated: bool },
+    /// Refuse with HTTP 403 and this reason.
+    Forbidden(String),
+}
+
+pub fn admit(req: &UpgradeRequest<'_>, token: &str, allowed_origins: &[String]) -> Admission {
+    match req.host {
+        Some(host) if is_loopback_host(host) => {}
+        Some(host) => return Admission::Forbidden(format!("Host '{host}' is not a loopback address")),
+        None => return Admission::Forbidden("missing Host header".into()),
+    }
+    if let Some(origin) = req.origin {
+        if !allowed_origins.iter().any(|allowed| allowed == origin) {
+            return Admission::Forbidden(format!("Origin '{origin}' is not allowed"));
+        }
+    }
+    let given = req.query.and_then(|q| query_param(q, "auth"));
+    let authenticated = given.is_some_and(|g| tokens_match(token, &g));
+    Admission::Upgrade { authenticated }
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((inner, tail)) if tail.is_empty() || is_port(tail) => return inner == "::1",
+            _ => return false,
+        }
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) if is_port(&format!(":{port}")) => name,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1"
+}
+
+fn is_port(tail: &str) -> bool {
+    tail.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The percent-decoded value of `name` in a query string.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(host: Option<&'a str>, origin: Option<&'a str>, query: Option<&'a str>) -> UpgradeRequest<'a> {
+        UpgradeRequest { host, origin, query }
+    }
+
+    #[test]
+    fn loopback_hosts_with_any_port() {
+        for h in ["localhost", "localhost:8080", "LOCALHOST:1", "127.0.0.1", "127.0.0.1:65535", "[::1]", "[::1]:9"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.test", "localhost.evil.test", "127.0.0.2", "[::2]:9", "localhost:", "localhost:x", "[::1]x", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn token_decides_authentication_not_admission() {
+        let t = "tok-en_1";
+        assert_eq!(admit(&req(Some("localhost:1"), None, Some("auth=tok-en_1")), t, &[]), Admission::Upgrade { authenticated: true });
+        assert_eq!(admit(&req(Some("localhost:1"), None, Some("x=1&auth=tok%2Den_1")), t, &[]), Admission::Upgrade { authenticated: true });
+        assert_eq!(admit(&req(Some("localhost:1"), None, Some("auth=nope")), t, &[]), Admission::Upgrade { authenticated: false });
+        assert_eq!(admit(&req(Some("localhost:1"), None, None), t, &[]), Admission::Upgrade { authenticated: false });
+    }
+
+    #[test]
+    fn origins_and_foreign_hosts_are_forbidden() {
+        assert!(matches!(admit(&req(Some("localhost"), Some("https://evil.test"), Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
+        let allowed = vec!["http://ok.test".to_string()];
+        assert_eq!(admit(&req(Some("localhost"), Some("http://ok.test"), Some("auth=t")), "t", &allowed), Admission::Upgrade { authenticated: true });
+        assert!(matches!(admit(&req(Some("evil.test"), None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
+        assert!(matches!(admit(&req(None, None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%20b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("%4"), "%4");
+    }
+}

@@ -1,0 +1,15 @@
+//! The Amp editor protocol and server. Everything but `requests` is plain
+//! Rust with no Neovim API; `requests` reaches the editor only through
+//! [`crate::bridge`].
+
+pub mod calls;
+pub mod connection;
+pub mod edit;
+pub mod handshake;
+pub mod lockfile;
+pub mod options;
+pub mod protocol;
+pub mod requests;
+pub mod server;
+pub mod token;
+pub mod uri;

@@ -1,0 +1,141 @@
+//! The server's settings as `start(opts)` receives them from Lua, checked
+//! with messages that name the option (Lua validates too; this is the last
+//! line, so a bad table never reaches the socket code).
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerOptions {
+    pub ide_name: String,
+    pub workspace_folders: Vec<String>,
+    /// 0 lets the OS choose.
+    pub port: u16,
+    pub port_range: Option<(u16, u16)>,
+    pub max_frame_bytes: usize,
+    pub max_clients: usize,
+    pub send_queue: usize,
+    pub ping_interval_ms: u64,
+    pub allowed_origins: Vec<String>,
+    pub plugin_version: String,
+    pub plugin_directory: Option<String>,
+    pub log_file: Option<String>,
+    pub log_level: String,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            ide_name: "Neovim (nvim)".into(),
+            workspace_folders: Vec::new(),
+            port: 0,
+            port_range: None,
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_clients: 32,
+            send_queue: 1024,
+            ping_interval_ms: 30_000,
+            allowed_origins: Vec::new(),
+            plugin_version: env!("CARGO_PKG_VERSION").into(),
+            plugin_directory: None,
+            log_file: None,
+            log_level: "info".into(),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// Reads the options table; absent fields keep their defaults.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let mut o = Self::default();
+        let map = match value {
+            Value::Object(map) => map.clone(),
+            Value::Null => Default::default(),
+            // An empty Lua table may arrive as an empty list.
+            Value::Array(a) if a.is_empty() => Default::default(),
+            _ => return Err("start: options must be a table".into()),
+        };
+        for (key, v) in &map {
+            match key.as_str() {
+                "ide_name" => o.ide_name = string(key, v)?,
+                "workspace_folders" => o.workspace_folders = strings(key, v)?,
+                "port" => o.port = int(key, v, 0, 65535)? as u16,
+                "port_range" => {
+                    o.port_range = match v {
+                        Value::Null => None,
+                        Value::Array(a) if a.len() == 2 => {
+                            let lo = int("port_range[1]", &a[0], 1, 65535)? as u16;
+                            let hi = int("port_range[2]", &a[1], 1, 65535)? as u16;
+                            if lo > hi {
+                                return Err(format!("start: port_range must be {{ min, max }} with min <= max, got {{ {lo}, {hi} }}"));
+                            }
+                            Some((lo, hi))
+                        }
+                        _ => return Err("start: port_range must be { min, max }".into()),
+                    }
+                }
+                "max_frame_bytes" => o.max_frame_bytes = int(key, v, 1024, u32::MAX as u64)? as usize,
+                "max_clients" => o.max_clients = int(key, v, 1, 10_000)? as usize,
+                "send_queue" => o.send_queue = int(key, v, 1, 1_000_000)? as usize,
+                "ping_interval_ms" => o.ping_interval_ms = int(key, v, 100, 3_600_000)?,
+                "allowed_origins" => o.allowed_origins = strings(key, v)?,
+                "plugin_version" => o.plugin_version = string(key, v)?,
+                "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
+                "log_file" => o.log_file = Some(string(key, v)?),
+                "log_level" => o.log_level = string(key, v)?,
+                // Options of later features pass through untouched.
+                _ => {}
+            }
+        }
+        if o.workspace_folders.is_empty() {
+            return Err("start: workspace_folders must name at least one directory".into());
+        }
+        Ok(o)
+    }
+}
+
+fn string(key: &str, v: &Value) -> Result<String, String> {
+    v.as_str().map(str::to_owned).ok_or_else(|| format!("start: {key} must be a string, got {v}"))
+}
+
+fn strings(key: &str, v: &Value) -> Result<Vec<String>, String> {
+    match v {
+        Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
+        Value::Object(m) if m.is_empty() => Ok(Vec::new()),
+        _ => Err(format!("start: {key} must be a list of strings, got {v}")),
+    }
+}
+
+fn int(key: &str, v: &Value, min: u64, max: u64) -> Result<u64, String> {
+    match v.as_u64() {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("start: {key} must be an integer from {min} to {max}, got {v}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_fill_missing_fields() {
+        let o = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "allowed_origins": {}})).unwrap();
+        assert_eq!(o.max_frame_bytes, 64 * 1024 * 1024);
+        assert_eq!(o.max_clients, 32);
+        assert!(o.allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "max_clients": 0})).unwrap_err();
+        assert!(e.contains("max_clients must be an integer from 1"), "{e}");
+        let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "port_range": [9, 3]})).unwrap_err();
+        assert!(e.contains("min <= max"), "{e}");
+        assert!(ServerOptions::from_json(&json!({})).unwrap_err().contains("workspace_folders"));
+    }
+
+    #[test]
+    fn port_range_is_a_pair() {
+        let o = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "port_range": [4000, 4010]})).unwrap();
+        assert_eq!(o.port_range, Some((4000, 4010)));
+    }
+}

@@ -1,0 +1,283 @@
+//! The tokio half of each request: decode, resolve paths, do file I/O and
+//! JSON here, and cross to the main thread only to read or change the editor.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::AtomicU8;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::calls::{parse_call, Call, EditSpec};
+use super::connection::note_dialect;
+use super::edit::{apply_range, changed_lines, lines_to_text, text_to_lines, LineFormat};
+use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
+use super::server::Shared;
+use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
+use crate::bridge::{on_main, BridgeError};
+use crate::editor::buffers::{self, ApplyError, BufferText};
+use crate::editor::{diagnostics, open};
+use crate::text::byte_to_utf16_col;
+use crate::{fsutil, log};
+
+/// Answers one TEXT frame with the text of the response frame.
+pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> String {
+    let request = match decode_request(text) {
+        Ok(request) => request,
+        Err(failure) => return encode_error(&failure.id, &failure.error),
+    };
+    note_dialect(dialect, request.dialect);
+    let outcome = match parse_call(&request.method, request.params) {
+        Ok(call) => handle(call, shared).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(result) => encode_response(&request.id, &request.method, request.dialect, result),
+        Err(error) => {
+            log::debug(format!("{} failed: {}", request.method, error.message));
+            encode_error(&request.id, &error)
+        }
+    }
+}
+
+async fn handle(call: Call, shared: &Arc<Shared>) -> Result<Value, RpcError> {
+    match call {
+        Call::Ping { message } => Ok(json!({ "message": message })),
+        Call::Authenticate => Ok(json!({ "authenticated": true })),
+        Call::ReadFile { path } => read_file(shared, &path).await,
+        Call::EditFile { path, edit } => edit_file(shared, &path, edit).await,
+        Call::GetDiagnostics { path } => get_diagnostics(shared, path.as_deref()).await,
+        Call::OpenUri { uri } => open_uri(&uri).await,
+    }
+}
+
+fn bridge_error(e: BridgeError) -> RpcError {
+    RpcError::new(INTERNAL_ERROR, e.to_string())
+}
+
+fn failure(message: impl Into<String>) -> Value {
+    json!({ "success": false, "message": message.into() })
+}
+
+/// An absolute, lexically normalised path: relative ones resolve against the
+/// first workspace folder.
+fn resolve(shared: &Shared, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        let base = shared.workspace_folders().into_iter().next().unwrap_or_else(|| "/".into());
+        Path::new(&base).join(p)
+    };
+    let mut out = PathBuf::new();
+    for part in joined.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The path and, if different, its canonical form (buffer names may be either).
+async fn candidates(path: PathBuf) -> Vec<PathBuf> {
+    let canonical = tokio::fs::canonicalize(&path).await.ok();
+    let mut out = vec![path];
+    if let Some(c) = canonical {
+        if c != out[0] {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The file's text as it would be written: lines joined with the buffer's
+/// end-of-line, plus a final one if the buffer has it.
+fn buffer_file_text(snapshot: &BufferText) -> String {
+    let eol: &[u8] = if snapshot.format.crlf { b"\r\n" } else { b"\n" };
+    let mut bytes = if snapshot.format.crlf {
+        let mut out = Vec::with_capacity(snapshot.joined.len() + snapshot.line_count + 2);
+        for (i, line) in snapshot.joined.split(|&b| b == b'\n').enumerate() {
+            if i > 0 {
+                out.extend_from_slice(eol);
+            }
+            out.extend_from_slice(line);
+        }
+        out
+    } else {
+        snapshot.joined.clone()
+    };
+    if snapshot.format.final_newline && snapshot.line_count > 0 {
+        bytes.extend_from_slice(eol);
+    }
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
+    let abs = resolve(shared, path);
+    let paths = candidates(abs.clone()).await;
+    let loaded = on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?;
+    let content = match loaded {
+        Ok(Some(snapshot)) => buffer_file_text(&snapshot),
+        Ok(None) => match tokio::fs::read(&abs).await {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(_) => return Ok(failure(format!("{} is not UTF-8 text", abs.display()))),
+            },
+            Err(e) => return Ok(failure(io_message(&abs, &e))),
+        },
+        Err(e) => return Ok(failure(e)),
+    };
+    Ok(json!({ "success": true, "content": content, "encoding": "utf-8" }))
+}
+
+fn io_message(path: &Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("file not found: {}", path.display()),
+        std::io::ErrorKind::PermissionDenied => format!("permission denied: {}", path.display()),
+        _ if path.is_dir() => format!("{} is a directory", path.display()),
+        _ => format!("cannot read {}: {e}", path.display()),
+    }
+}
+
+/// How often an edit is recomputed when the user types between the
+/// snapshot and the change.
+const EDIT_ATTEMPTS: usize = 3;
+
+async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
+    let abs = resolve(shared, path);
+    match tokio::fs::metadata(&abs).await {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Ok(failure(format!("{} is not a regular file", abs.display()))),
+        Err(e) => return Ok(failure(io_message(&abs, &e))),
+    }
+    let paths = candidates(abs.clone()).await;
+    for _ in 0..EDIT_ATTEMPTS {
+        let want = paths.clone();
+        let snapshot = match on_main(move || buffers::text_for_edit(want)).await.map_err(bridge_error)? {
+            Ok(s) => s,
+            Err(e) => return Ok(failure(e)),
+        };
+        let current = buffer_file_text(&snapshot);
+        let new_text = match &edit {
+            EditSpec::Full(text) => text.clone(),
+            EditSpec::Range { start, end, new_text } => match apply_range(&current, *start, *end, new_text) {
+                Ok(t) => t,
+                Err(why) => return Ok(failure(format!("cannot apply the edit to {}: {why}", abs.display()))),
+            },
+        };
+        let (new_lines, final_newline) = text_to_lines(&new_text);
+        let (old_lines, _) = text_to_lines(&current);
+        let patch = changed_lines(&old_lines, &new_lines);
+        let changed = patch.is_some() || final_newline != snapshot.format.final_newline;
+        let replacement: Vec<String> = match patch {
+            Some(p) => new_lines[p.start..p.new_end].iter().map(|l| (*l).to_owned()).collect(),
+            None => Vec::new(),
+        };
+        let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
+        let applied = on_main(move || buffers::apply(bufnr, tick, patch, replacement, final_newline))
+            .await
+            .map_err(bridge_error)?;
+        let new_tick = match applied {
+            Ok(t) => t,
+            Err(ApplyError::Changed) => continue,
+            Err(ApplyError::Failed(e)) => return Ok(failure(e)),
+        };
+        let format = LineFormat { crlf: snapshot.format.crlf, final_newline };
+        let file_text = lines_to_text(&new_lines, format);
+        let target = abs.clone();
+        let written = tokio::task::spawn_blocking(move || fsutil::atomic_write(&target, file_text.as_bytes()))
+            .await
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("writer task failed: {e}")))?;
+        if let Err(e) = written {
+            // The buffer has the change and stays modified: nothing is lost.
+            return Ok(failure(format!("edited the buffer but could not save {}: {e}", abs.display())));
+        }
+        on_main(move || buffers::mark_saved(bufnr, new_tick))
+            .await
+            .map_err(bridge_error)?
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
+        return Ok(json!({
+            "success": true,
+            "message": format!("Edited {}", abs.display()),
+            "appliedChanges": changed,
+        }));
+    }
+    Ok(failure(format!("{} kept changing while the edit was applied; try again", abs.display())))
+}
+
+fn severity_name(severity: u8) -> &'static str {
+    match severity {
+        1 => "error",
+        2 => "warning",
+        3 => "info",
+        _ => "hint",
+    }
+}
+
+async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Value, RpcError> {
+    let under = match path {
+        Some(p) if !p.is_empty() => Some(candidates(resolve(shared, p)).await),
+        _ => None,
+    };
+    let raw = on_main(move || diagnostics::collect(under))
+        .await
+        .map_err(bridge_error)?
+        .map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
+    let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
+    for d in raw {
+        let item = json!({
+            "range": {
+                "startLine": d.lnum,
+                "startCharacter": byte_to_utf16_col(&d.line, d.col),
+                "endLine": d.end_lnum,
+                "endCharacter": byte_to_utf16_col(&d.end_line, d.end_col),
+            },
+            "severity": severity_name(d.severity),
+            "description": d.message,
+            "source": d.source,
+            "lineContent": String::from_utf8_lossy(&d.line),
+            "startOffset": d.line_offset + d.col,
+            "endOffset": d.end_line_offset + d.end_col,
+        });
+        match entries.iter_mut().find(|(p, _)| *p == d.path) {
+            Some((_, list)) => list.push(item),
+            None => entries.push((d.path, vec![item])),
+        }
+    }
+    let entries: Vec<Value> = entries
+        .into_iter()
+        .map(|(path, diagnostics)| json!({ "uri": path_to_file_uri(&path), "diagnostics": diagnostics }))
+        .collect();
+    Ok(json!({ "entries": entries }))
+}
+
+async fn open_uri(uri: &str) -> Result<Value, RpcError> {
+    let opened = match scheme(uri).as_deref() {
+        Some("file") => {
+            let path = match file_uri_to_path(uri) {
+                Ok(p) => p,
+                Err(e) => return Ok(failure(format!("cannot open {uri}: {e}"))),
+            };
+            if let Err(e) = tokio::fs::metadata(&path).await {
+                return Ok(failure(io_message(&path, &e)));
+            }
+            let selection = split_fragment(uri).1.and_then(parse_line_fragment);
+            on_main(move || open::open_path(path, selection)).await
+        }
+        Some("http" | "https") => {
+            let url = uri.to_owned();
+            on_main(move || open::open_external(url)).await
+        }
+        Some(other) => {
+            return Ok(failure(format!("unsupported URI scheme '{other}:' (file, http and https are supported)")))
+        }
+        None => return Ok(failure(format!("not a URI: '{uri}'"))),
+    };
+    match opened.map_err(bridge_error)? {
+        Ok(()) => Ok(json!({ "success": true })),
+        Err(e) => Ok(failure(e)),
+    }
+}

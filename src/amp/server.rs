@@ -1,0 +1,150 @@
+//! The listening side: shared state of one running server, the accept loop,
+//! the lockfile writer and broadcasts to every client.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::lockfile::{self, Lockfile};
+use super::options::ServerOptions;
+use super::protocol::{encode_notification, Dialect};
+use crate::log;
+
+/// How a connection's dialect is stored: unknown until its first request.
+pub const DIALECT_UNKNOWN: u8 = 0;
+pub const DIALECT_FLAT: u8 = 1;
+pub const DIALECT_WRAPPED: u8 = 2;
+
+/// What the server keeps of one connected client.
+pub struct ClientHandle {
+    pub outbound: mpsc::Sender<String>,
+    pub dialect: Arc<AtomicU8>,
+    /// Wakes the connection to close it (its queue overflowed).
+    pub kick: Arc<Notify>,
+}
+
+/// State shared by the accept loop, every connection and the Lua-facing
+/// functions of one running server.
+pub struct Shared {
+    pub options: ServerOptions,
+    pub token: String,
+    pub port: u16,
+    pub lock_dir: PathBuf,
+    pub workspace: RwLock<Vec<String>>,
+    pub clients: Mutex<HashMap<u64, ClientHandle>>,
+    pub next_client_id: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Serialises lockfile writes so an older write never lands last.
+    lock_writes: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    pub fn new(options: ServerOptions, token: String, port: u16, lock_dir: PathBuf, shutdown: watch::Receiver<bool>) -> Self {
+        Self {
+            workspace: RwLock::new(options.workspace_folders.clone()),
+            options,
+            token,
+            port,
+            lock_dir,
+            clients: Mutex::new(HashMap::new()),
+            next_client_id: AtomicU64::new(1),
+            last_error: Mutex::new(None),
+            shutdown,
+            lock_writes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn lockfile_path(&self) -> PathBuf {
+        lockfile::path_for(&self.lock_dir, self.port)
+    }
+
+    pub fn workspace_folders(&self) -> Vec<String> {
+        self.workspace.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn record_error(&self, message: impl Into<String>) {
+        let message = message.into();
+        log::error(&message);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    /// Writes the lockfile (atomically, off the async workers).
+    pub async fn write_lockfile(self: &Arc<Self>) -> Result<PathBuf, String> {
+        let _guard = self.lock_writes.lock().await;
+        let lock = Lockfile {
+            port: self.port,
+            auth_token: self.token.clone(),
+            pid: std::process::id(),
+            workspace_folders: self.workspace_folders(),
+            ide_name: self.options.ide_name.clone(),
+        };
+        let dir = self.lock_dir.clone();
+        tokio::task::spawn_blocking(move || lockfile::write(&dir, &lock))
+            .await
+            .map_err(|e| format!("lockfile writer failed: {e}"))?
+            .map_err(|e| format!("cannot write the lockfile in {}: {e}", self.lock_dir.display()))
+    }
+
+    /// Queues notification `name` for every client, each in its own dialect.
+    /// A client whose queue is full has stopped reading: it is disconnected
+    /// rather than allowed to grow memory. Returns how many clients got it.
+    pub fn broadcast(&self, name: &str, payload: &Value) -> usize {
+        let mut encoded: [Option<String>; 2] = [None, None];
+        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let mut reached = 0;
+        for client in clients.values() {
+            let wrapped = client.dialect.load(Ordering::Relaxed) == DIALECT_WRAPPED;
+            let slot = &mut encoded[wrapped as usize];
+            let text = slot
+                .get_or_insert_with(|| {
+                    encode_notification(name, if wrapped { Dialect::Wrapped } else { Dialect::Flat }, payload)
+                })
+                .clone();
+            match client.outbound.try_send(text) {
+                Ok(()) => reached += 1,
+                Err(mpsc::error::TrySendError::Full(_)) => client.kick.notify_one(),
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            }
+        }
+        reached
+    }
+
+    pub fn plugin_metadata(&self) -> Value {
+        json!({
+            "version": self.options.plugin_version,
+            "pluginDirectory": self.options.plugin_directory,
+        })
+    }
+}
+
+/// Accepts connections until shutdown; each gets its own task.
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    log::debug(format!("connection from {peer}"));
+                    tokio::spawn(super::connection::serve(stream, shared.clone()));
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    log::warn(format!("accept failed: {e}"));
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The only door between the tokio threads and Neovim's main thread.
+//!
+//! Neovim's API may only be called on the main thread, and nvim-oxi keeps the
+//! Lua state in a thread-local, so tokio tasks never touch the editor: they
+//! hand a closure to [`on_main`] and await its answer. Jobs travel over a std
+//! channel; one libuv async handle wakes the main loop. libuv coalesces wake-ups,
+//! so the callback drains the channel with `try_recv`, and it runs the jobs
+//! from a `vim.schedule` callback rather than inside the uv callback, where
+//! textlock and other restrictions apply.
+//!
+//! The door has a gate. [`close`] (at stop and `VimLeavePre`) shuts it under a
+//! write lock, so no thread can call `AsyncHandle::send` afterwards (a send
+//! after Neovim closed its loop is a use-after-free), and drops queued jobs so
+//! a later session never runs a stale one.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{mpsc, OnceLock, RwLock};
+
+use nvim_oxi::libuv::AsyncHandle;
+
+use crate::log;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// At most this many jobs run per main-loop turn, so a flood of requests
+/// cannot freeze the UI: the rest run on the next turn.
+const JOBS_PER_TURN: usize = 64;
+
+/// Why a job did not run or did not answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgeError {
+    /// The server is stopping or Neovim is exiting.
+    Closed,
+    /// The job panicked on the main thread (the panic is logged).
+    Failed,
+}
+
+impl std::fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BridgeError::Closed => f.write_str("the editor is shutting down"),
+            BridgeError::Failed => f.write_str("the editor failed to run the request (see :Amp log)"),
+        }
+    }
+}
+
+impl std::error::Error for BridgeError {}
+
+struct Door {
+    jobs: mpsc::Sender<Job>,
+    wake: AsyncHandle,
+}
+
+/// `Some` while the gate is open. Created once per process: nvim-oxi 0.6 cannot
+/// close a uv handle, so one handle serves every start/stop cycle.
+static GATE: RwLock<Option<&'static Door>> = RwLock::new(None);
+static DOOR: OnceLock<Door> = OnceLock::new();
+
+thread_local! {
+    /// The receiving end lives on the main thread only.
+    static INBOX: RefCell<Option<mpsc::Receiver<Job>>> = const { RefCell::new(None) };
+    /// A drain is already scheduled for this main-loop turn.
+    static DRAIN_SCHEDULED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Opens the gate. Main thread only (creates the uv handle on first use).
+pub fn open() -> Result<(), String> {
+    let door = match DOOR.get() {
+        Some(door) => door,
+        None => {
+            let (tx, rx) = mpsc::channel::<Job>();
+            INBOX.with(|inbox| *inbox.borrow_mut() = Some(rx));
+            let wake = AsyncHandle::new(schedule_drain).map_err(|e| format!("cannot create the libuv async handle: {e}"))?;
+            DOOR.get_or_init(|| Door { jobs: tx, wake })
+        }
+    };
+    *GATE.write().unwrap_or_else(|p| p.into_inner()) = Some(door);
+    Ok(())
+}
+
+/// Closes the gate and drops every queued job. Main thread only; idempotent.
+pub fn close() {
+    *GATE.write().unwrap_or_else(|p| p.into_inner()) = None;
+    INBOX.with(|inbox| {
+        if let Some(rx) = inbox.borrow().as_ref() {
+            while rx.try_recv().is_ok() {}
+        }
+    });
+}
+
+/// Queues `job` for the main thread without waiting for it.
+pub fn post(job: impl FnOnce() + Send + 'static) -> Result<(), BridgeError> {
+    let gate = GATE.read().unwrap_or_else(|p| p.into_inner());
+    let door = gate.ok_or(BridgeError::Closed)?;
+    door.jobs.send(Box::new(job)).map_err(|_| BridgeError::Closed)?;
+    // Sent while holding the read lock: `close` cannot complete in between.
+    door.wake.send().map_err(|_| BridgeError::Closed)
+}
+
+/// Runs `f` on the main thread and returns its result.
+pub async fn on_main<T, F>(f: F) -> Result<T, BridgeError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    post(move || {
+        let _ = tx.send(f());
+    })?;
+    // A dropped sender means the job panicked or was discarded by `close`.
+    rx.await.map_err(|_| BridgeError::Failed)
+}
+
+/// The uv callback: schedules one drain per main-loop turn.
+fn schedule_drain() {
+    if DRAIN_SCHEDULED.with(|s| s.replace(true)) {
+        return;
+    }
+    nvim_oxi::schedule(|_| {
+        DRAIN_SCHEDULED.with(|s| s.set(false));
+        drain();
+    });
+}
+
+fn drain() {
+    let mut ran = 0;
+    loop {
+        let job = INBOX.with(|inbox| inbox.borrow().as_ref().and_then(|rx| rx.try_recv().ok()));
+        let Some(job) = job else { return };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(job)) {
+            log::error(format!("main-thread job panicked: {}", panic_message(&panic)));
+        }
+        ran += 1;
+        if ran == JOBS_PER_TURN {
+            // Leave the rest for the next turn so typing stays responsive.
+            schedule_drain();
+            return;
+        }
+    }
+}
+
+/// The text of a caught panic, for the log.
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}

@@ -1,0 +1,189 @@
+//! One running server: its tokio runtime, listener, lockfile and clients.
+//!
+//! `start` and `stop` run on the main thread. Binding the loopback socket is a
+//! non-blocking syscall and is done here so `start` can return the port; the
+//! lockfile is written on the runtime, and `User AmpServerStarted` fires once
+//! it is on disk, so a listener can read it at once.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::runtime::Runtime;
+use tokio::sync::watch;
+
+use crate::amp::options::ServerOptions;
+use crate::amp::server::{accept_loop, Shared};
+use crate::amp::{lockfile, token};
+use crate::editor::events;
+use crate::{bridge, log};
+
+struct Session {
+    runtime: Runtime,
+    shared: Arc<Shared>,
+    shutdown: watch::Sender<bool>,
+}
+
+static CURRENT: Mutex<Option<Session>> = Mutex::new(None);
+/// The last error of a session that is gone, for `status()`.
+static LAST_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// How long `stop` waits for clients to receive their close frames.
+const CLOSE_WAIT: Duration = Duration::from_millis(150);
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(300);
+
+fn current() -> std::sync::MutexGuard<'static, Option<Session>> {
+    CURRENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn start(options: ServerOptions) -> Result<Value, String> {
+    if let Some(session) = current().as_ref() {
+        return Ok(started_info(&session.shared));
+    }
+    if let Some(file) = &options.log_file {
+        log::init(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
+    }
+    let lock_dir = lockfile::lock_dir_from_env()
+        .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
+    let listener = bind(&options).map_err(|e| remember(format!("cannot listen on 127.0.0.1: {e}")))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("amp-tokio")
+        .enable_all()
+        .build()
+        .map_err(|e| remember(format!("cannot start the tokio runtime: {e}")))?;
+    bridge::open().map_err(remember)?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let shared = Arc::new(Shared::new(options, token::generate_token(), port, lock_dir, shutdown_rx));
+
+    let listener = {
+        let _guard = runtime.enter();
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
+    };
+    runtime.spawn(accept_loop(listener, shared.clone()));
+    let announce = shared.clone();
+    runtime.spawn(async move {
+        let dir = announce.lock_dir.clone();
+        if let Ok(removed) = tokio::task::spawn_blocking(move || lockfile::remove_stale(&dir)).await {
+            for path in removed {
+                log::info(format!("removed stale lockfile {}", path.display()));
+            }
+        }
+        match announce.write_lockfile().await {
+            Ok(path) => {
+                log::info(format!("listening on 127.0.0.1:{}, lockfile {}", announce.port, path.display()));
+                let data = started_info(&announce);
+                let _ = bridge::post(move || events::fire("AmpServerStarted", &data));
+            }
+            Err(e) => announce.record_error(e),
+        }
+    });
+    let info = started_info(&shared);
+    *current() = Some(Session { runtime, shared, shutdown });
+    Ok(info)
+}
+
+fn started_info(shared: &Shared) -> Value {
+    json!({ "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy() })
+}
+
+fn remember(message: String) -> String {
+    log::error(&message);
+    *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+    message
+}
+
+fn bind(options: &ServerOptions) -> std::io::Result<StdListener> {
+    let ports: Vec<u16> = match options.port_range {
+        Some((lo, hi)) => (lo..=hi).collect(),
+        None => vec![options.port],
+    };
+    let mut last = None;
+    for port in ports {
+        match StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no port to try")))
+}
+
+/// Stops the server: clients get a close frame, the runtime ends, the
+/// lockfile goes. Idempotent, and bounded in time so Neovim's exit never hangs.
+pub fn stop() {
+    let Some(session) = current().take() else { return };
+    let _ = session.shutdown.send(true);
+    let shared = session.shared.clone();
+    if shared.client_count() > 0 {
+        // Let connections send their close frames; bounded.
+        session.runtime.block_on(async {
+            let deadline = Instant::now() + CLOSE_WAIT;
+            while shared.client_count() > 0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    }
+    bridge::close();
+    session.runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    // After the runtime is gone no late write can bring the file back. An
+    // unlink is one quick syscall, and the file must be gone before Neovim
+    // exits, so it is done here rather than on a runtime that no longer runs.
+    if let Err(e) = lockfile::remove(&shared.lockfile_path()) {
+        log::warn(format!("cannot remove the lockfile: {e}"));
+    }
+    if let Some(e) = shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+    log::info("server stopped");
+    events::fire("AmpServerStopped", &json!({ "port": shared.port }));
+}
+
+pub fn status() -> Value {
+    let guard = current();
+    let last_error = || LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match guard.as_ref() {
+        Some(s) => {
+            let shared = &s.shared;
+            let error = shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone().or_else(last_error);
+            json!({
+                "running": true,
+                "port": shared.port,
+                "lockfile": shared.lockfile_path().to_string_lossy(),
+                "workspace_folders": shared.workspace_folders(),
+                "clients": shared.client_count(),
+                "last_error": error,
+                "version": env!("CARGO_PKG_VERSION"),
+            })
+        }
+        None => json!({
+            "running": false,
+            "clients": 0,
+            "last_error": last_error(),
+            "version": env!("CARGO_PKG_VERSION"),
+        }),
+    }
+}
+
+/// New workspace folders (`DirChanged`): the lockfile is rewritten so the
+/// CLI matches the editor to its own cwd.
+pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
+    let guard = current();
+    let Some(session) = guard.as_ref() else { return Ok(()) };
+    *session.shared.workspace.write().unwrap_or_else(|p| p.into_inner()) = folders;
+    let shared = session.shared.clone();
+    session.runtime.spawn(async move {
+        if let Err(e) = shared.write_lockfile().await {
+            shared.record_error(e);
+        }
+    });
+    Ok(())
+}
+
+/// Queues a notification for every client; returns how many it reached.
+pub fn broadcast(name: &str, payload: &Value) -> usize {
+    current().as_ref().map_or(0, |s| s.shared.broadcast(name, payload))
+}
