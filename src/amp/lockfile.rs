@@ -1,0 +1,502 @@
+//! The lockfile through which the Amp CLI discovers this editor.
+//!
+//! One JSON file per running server, `<dir>/<port>.json`, holding the port, the auth
+//! token and our pid. It contains a secret, so the directory is 0700 and the file 0600,
+//! and it is written atomically so the CLI never reads a half-written file.
+
+use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Contents of a lockfile, serialized with the camelCase field names the CLI expects.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Lockfile {
+    /// TCP port of the WebSocket server on 127.0.0.1.
+    pub port: u16,
+    /// Secret clients must present.
+    pub auth_token: String,
+    /// Pid of the editor process; used to detect stale lockfiles.
+    pub pid: u32,
+    /// Absolute workspace roots, so the CLI can pick the right editor.
+    pub workspace_folders: Vec<String>,
+    /// Human-readable editor name, e.g. "Neovim (nvim 0.11.4)".
+    pub ide_name: String,
+}
+
+/// Largest lockfile `remove_stale` will read; real ones are a few hundred bytes.
+const MAX_LOCKFILE_BYTES: u64 = 64 * 1024;
+
+/// Where lockfiles live, computed purely from the given environment values.
+///
+/// `$AMP_DATA_HOME/amp/ide` if set and non-empty, else `$XDG_DATA_HOME/amp/ide` if set,
+/// non-empty and absolute (per the XDG spec relative values are ignored), else
+/// `<home>/.local/share/amp/ide`; `None` when nothing applies.
+pub fn lock_dir(
+    amp_data_home: Option<&OsStr>,
+    xdg_data_home: Option<&OsStr>,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    let base = if let Some(amp) = amp_data_home.filter(|v| !v.is_empty()) {
+        PathBuf::from(amp)
+    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute())
+    {
+        PathBuf::from(xdg)
+    } else {
+        home?.join(".local").join("share")
+    };
+    Some(base.join("amp").join("ide"))
+}
+
+/// [`lock_dir`] applied to the real process environment and home directory.
+pub fn lock_dir_from_env() -> Option<PathBuf> {
+    let amp = std::env::var_os("AMP_DATA_HOME");
+    let xdg = std::env::var_os("XDG_DATA_HOME");
+    let home = dirs::home_dir();
+    lock_dir(amp.as_deref(), xdg.as_deref(), home.as_deref())
+}
+
+/// Creates `dir` (and missing ancestors) and makes `dir` and its parent mode 0700.
+///
+/// Only those two (`amp/ide` and `amp`) are tightened; shared ancestors such as
+/// `~/.local/share` keep their modes.
+pub fn ensure_dir(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    fs::set_permissions(dir, Permissions::from_mode(0o700))?;
+    if let Some(parent) = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && *p != Path::new("/"))
+    {
+        fs::set_permissions(parent, Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Path of the lockfile for `port`: `<dir>/<port>.json`.
+pub fn path_for(dir: &Path, port: u16) -> PathBuf {
+    dir.join(format!("{port}.json"))
+}
+
+/// Atomically writes `lock` to `<dir>/<port>.json` with mode 0600 and returns that path.
+///
+/// Writes a 0600 temp file created with O_EXCL, fsyncs it, renames it into place and
+/// fsyncs the directory (best effort: once renamed the file is in place, so a failing
+/// directory fsync is not reported). The temp file is removed on error.
+pub fn write(dir: &Path, lock: &Lockfile) -> io::Result<PathBuf> {
+    ensure_dir(dir)?;
+    let json = serde_json::to_vec_pretty(lock).map_err(io::Error::other)?;
+    let final_path = path_for(dir, lock.port);
+    let (mut file, tmp_path) = create_temp(dir, lock.port)?;
+    let result = (|| {
+        // open(2) applies the umask to the mode; force exactly 0600.
+        file.set_permissions(Permissions::from_mode(0o600))?;
+        file.write_all(&json)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp_path, &final_path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp_path);
+        return Err(e);
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(final_path)
+}
+
+/// Creates `.<port>.json.<random>.tmp` in `dir` with O_EXCL, retrying on name clashes.
+fn create_temp(dir: &Path, port: u16) -> io::Result<(File, PathBuf)> {
+    let mut last_err = None;
+    for _ in 0..16 {
+        let path = dir.join(format!(".{port}.json.{:016x}.tmp", rand::random::<u64>()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => return Ok((f, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("could not create temp file")))
+}
+
+/// Deletes a lockfile; a file that is already gone counts as success.
+pub fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probe; EPERM means it exists).
+///
+/// Pid 0 and pids above `i32::MAX` are never alive: cast to `pid_t` they would address a
+/// process group (or, for -1, every process) instead of one process.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks existence/permission.
+    if unsafe { libc::kill(p, 0) } == 0 {
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Minimal view of a lockfile: anything with a numeric `pid` counts.
+#[derive(Deserialize)]
+struct PidOnly {
+    pid: u32,
+}
+
+/// Deletes lockfiles in `dir` whose pid is no longer alive and returns their paths.
+///
+/// Only regular `*.json` files whose content has a numeric `pid` are considered; other
+/// files, temp files, symlinks and lockfiles of live processes are left alone.
+/// A missing or unreadable directory yields an empty list.
+pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_json = path.extension() == Some(OsStr::new("json"));
+        let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
+        if !is_json || !is_file {
+            continue;
+        }
+        let Some(pid) = read_pid(&path) else { continue };
+        if !pid_alive(pid) && remove(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// Reads the `pid` of a lockfile, or `None` if it is too big or does not parse.
+fn read_pid(path: &Path) -> Option<u32> {
+    let mut buf = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(MAX_LOCKFILE_BYTES + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    if buf.len() as u64 > MAX_LOCKFILE_BYTES {
+        return None;
+    }
+    serde_json::from_slice::<PidOnly>(&buf).ok().map(|p| p.pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A unique temp directory removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!(
+                "amp-lockfile-test-{}-{tag}-{n}-{:x}",
+                std::process::id(),
+                rand::random::<u32>()
+            ));
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn sample(port: u16, pid: u32) -> Lockfile {
+        Lockfile {
+            port,
+            auth_token: "tok".into(),
+            pid,
+            workspace_folders: vec!["/w/a".into(), "/w/b c".into()],
+            ide_name: "Neovim (nvim 0.11.4)".into(),
+        }
+    }
+
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn lock_dir_prefers_amp_data_home() {
+        let d = lock_dir(
+            Some(OsStr::new("/amp")),
+            Some(OsStr::new("/xdg")),
+            Some(Path::new("/h")),
+        );
+        assert_eq!(d, Some(PathBuf::from("/amp/amp/ide")));
+    }
+
+    #[test]
+    fn lock_dir_amp_data_home_may_be_relative() {
+        let d = lock_dir(Some(OsStr::new("rel")), None, None);
+        assert_eq!(d, Some(PathBuf::from("rel/amp/ide")));
+    }
+
+    #[test]
+    fn lock_dir_empty_amp_falls_back_to_xdg() {
+        let d = lock_dir(
+            Some(OsStr::new("")),
+            Some(OsStr::new("/xdg")),
+            Some(Path::new("/h")),
+        );
+        assert_eq!(d, Some(PathBuf::from("/xdg/amp/ide")));
+    }
+
+    #[test]
+    fn lock_dir_ignores_empty_or_relative_xdg() {
+        let h = Some(Path::new("/h"));
+        let want = Some(PathBuf::from("/h/.local/share/amp/ide"));
+        assert_eq!(lock_dir(None, Some(OsStr::new("")), h), want);
+        assert_eq!(lock_dir(None, Some(OsStr::new("rel/xdg")), h), want);
+        assert_eq!(lock_dir(None, None, h), want);
+    }
+
+    #[test]
+    fn lock_dir_none_without_any_source() {
+        assert_eq!(lock_dir(None, None, None), None);
+        assert_eq!(
+            lock_dir(Some(OsStr::new("")), Some(OsStr::new("x")), None),
+            None
+        );
+    }
+
+    #[test]
+    fn lock_dir_from_env_ends_in_amp_ide() {
+        if let Some(d) = lock_dir_from_env() {
+            assert!(d.ends_with("amp/ide"));
+        }
+    }
+
+    #[test]
+    fn path_for_port() {
+        assert_eq!(
+            path_for(Path::new("/d"), 8080),
+            PathBuf::from("/d/8080.json")
+        );
+        assert_eq!(path_for(Path::new("/d"), 0), PathBuf::from("/d/0.json"));
+    }
+
+    #[test]
+    fn ensure_dir_modes_only_on_ide_and_amp() {
+        let t = TempDir::new("ensure");
+        fs::set_permissions(&t.0, Permissions::from_mode(0o755)).unwrap();
+        let amp = t.0.join("amp");
+        let ide = amp.join("ide");
+        ensure_dir(&ide).unwrap();
+        assert_eq!(mode(&ide), 0o700);
+        assert_eq!(mode(&amp), 0o700);
+        assert_eq!(mode(&t.0), 0o755);
+        // Idempotent, and tightens pre-existing loose modes.
+        fs::set_permissions(&ide, Permissions::from_mode(0o777)).unwrap();
+        fs::set_permissions(&amp, Permissions::from_mode(0o755)).unwrap();
+        ensure_dir(&ide).unwrap();
+        assert_eq!(mode(&ide), 0o700);
+        assert_eq!(mode(&amp), 0o700);
+    }
+
+    #[test]
+    fn write_creates_0600_file_with_camelcase_json() {
+        let t = TempDir::new("write");
+        let dir = t.0.join("amp").join("ide");
+        let lock = sample(41234, std::process::id());
+        let p = write(&dir, &lock).unwrap();
+        assert_eq!(p, dir.join("41234.json"));
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&t.0.join("amp")), 0o700);
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        let obj = v.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["authToken", "ideName", "pid", "port", "workspaceFolders"]
+        );
+        assert_eq!(v["port"], 41234);
+        assert_eq!(v["authToken"], "tok");
+        assert_eq!(v["workspaceFolders"][1], "/w/b c");
+        let back: Lockfile = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        assert_eq!(back, lock);
+        assert_eq!(names(&dir), ["41234.json"]);
+    }
+
+    #[test]
+    fn write_overwrites_and_leaves_no_temp_files() {
+        let t = TempDir::new("overwrite");
+        let mut lock = sample(5000, 1);
+        write(&t.0, &lock).unwrap();
+        lock.workspace_folders = vec!["/other".into()];
+        let p = write(&t.0, &lock).unwrap();
+        let back: Lockfile = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        assert_eq!(back.workspace_folders, ["/other"]);
+        assert_eq!(names(&t.0), ["5000.json"]);
+    }
+
+    #[test]
+    fn write_tightens_existing_loose_file() {
+        let t = TempDir::new("loose");
+        let p = path_for(&t.0, 7);
+        fs::write(&p, b"{}").unwrap();
+        fs::set_permissions(&p, Permissions::from_mode(0o644)).unwrap();
+        write(&t.0, &sample(7, 1)).unwrap();
+        assert_eq!(mode(&p), 0o600);
+    }
+
+    #[test]
+    fn write_fails_cleanly_when_target_is_a_directory() {
+        let t = TempDir::new("dirtarget");
+        fs::create_dir(path_for(&t.0, 9)).unwrap();
+        fs::write(path_for(&t.0, 9).join("x"), b"").unwrap();
+        assert!(write(&t.0, &sample(9, 1)).is_err());
+        assert_eq!(names(&t.0), ["9.json"]);
+    }
+
+    /// Runs `body` in a child test process (so changing the umask cannot disturb
+    /// tests running in parallel threads); returns true when in the child.
+    fn in_child(test: &str) -> bool {
+        if std::env::var_os("AMP_LOCKFILE_UMASK_CHILD").is_some() {
+            return true;
+        }
+        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([&format!("{module}::{test}"), "--exact", "--test-threads=1"])
+            .env("AMP_LOCKFILE_UMASK_CHILD", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&child.stdout);
+        assert!(child.status.success(), "child test {test} failed: {out}");
+        assert!(out.contains("1 passed"), "child did not run {test}: {out}");
+        false
+    }
+
+    #[test]
+    fn write_mode_ignores_umask() {
+        if !in_child("write_mode_ignores_umask") {
+            return;
+        }
+        // SAFETY: umask only changes this (child) process's file-creation mask.
+        unsafe { libc::umask(0o277) };
+        let t = TempDir::new("umask");
+        let p = write(&t.0, &sample(1, 1)).unwrap();
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(mode(&t.0), 0o700);
+    }
+
+    #[test]
+    fn remove_is_idempotent() {
+        let t = TempDir::new("remove");
+        let p = write(&t.0, &sample(3, 1)).unwrap();
+        remove(&p).unwrap();
+        assert!(!p.exists());
+        remove(&p).unwrap();
+        remove(&t.0.join("never-existed.json")).unwrap();
+    }
+
+    #[test]
+    fn pid_alive_cases() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX)); // would be kill(-1, 0)
+        assert!(!pid_alive(i32::MAX as u32 + 1));
+        assert!(!pid_alive(dead_pid()));
+        // pid 1 exists but may belong to another user: EPERM still means alive.
+        assert!(pid_alive(1));
+    }
+
+    #[test]
+    fn remove_stale_removes_dead_keeps_live_and_others() {
+        let t = TempDir::new("stale");
+        let dead = write(&t.0, &sample(1111, dead_pid())).unwrap();
+        let live = write(&t.0, &sample(2222, std::process::id())).unwrap();
+        // Only a pid field: still counts as a lockfile.
+        let minimal = t.0.join("3333.json");
+        fs::write(&minimal, format!("{{\"pid\": {}}}", dead_pid())).unwrap();
+        fs::write(t.0.join("garbage.json"), b"not json").unwrap();
+        fs::write(t.0.join("nopid.json"), b"{\"port\": 1}").unwrap();
+        fs::write(t.0.join("strpid.json"), b"{\"pid\": \"12\"}").unwrap();
+        fs::write(t.0.join("negpid.json"), b"{\"pid\": -1}").unwrap();
+        fs::write(t.0.join(".4444.json.abc.tmp"), b"{\"pid\": 0}").unwrap();
+        fs::write(t.0.join("5555.txt"), b"{\"pid\": 0}").unwrap();
+        fs::create_dir(t.0.join("6666.json")).unwrap();
+        std::os::unix::fs::symlink(&dead, t.0.join("7777.json")).unwrap();
+
+        let mut removed = remove_stale(&t.0);
+        removed.sort();
+        let mut want = vec![dead.clone(), minimal.clone()];
+        want.sort();
+        assert_eq!(removed, want);
+        assert!(live.exists());
+        assert_eq!(
+            names(&t.0),
+            [
+                ".4444.json.abc.tmp",
+                "2222.json",
+                "5555.txt",
+                "6666.json",
+                "7777.json",
+                "garbage.json",
+                "negpid.json",
+                "nopid.json",
+                "strpid.json"
+            ]
+        );
+        // Second pass finds nothing more.
+        assert!(remove_stale(&t.0).is_empty());
+    }
+
+    #[test]
+    fn remove_stale_missing_dir_is_empty() {
+        let t = TempDir::new("missing");
+        assert!(remove_stale(&t.0.join("nope")).is_empty());
+    }
+
+    #[test]
+    fn remove_stale_skips_oversized_file() {
+        let t = TempDir::new("big");
+        let mut body = format!("{{\"pid\": {}, \"x\": \"", dead_pid()).into_bytes();
+        body.resize(body.len() + MAX_LOCKFILE_BYTES as usize, b'a');
+        body.extend_from_slice(b"\"}");
+        fs::write(t.0.join("1.json"), &body).unwrap();
+        assert!(remove_stale(&t.0).is_empty());
+    }
+}

@@ -1,0 +1,302 @@
+//! Atomic file replacement: readers see either the old or the new content, never a
+//! half-written file, and the file keeps its permission bits and symlinks stay links.
+
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Mode given to files that do not exist yet.
+const NEW_FILE_MODE: u32 = 0o644;
+
+/// Symlink hops followed before giving up (matches Linux's MAXSYMLINKS).
+const MAX_LINK_HOPS: usize = 40;
+
+/// Replaces the contents of `path` atomically, keeping its mode (0o644 if new).
+///
+/// A symlink is followed (even a dangling one) and its final target is replaced, so
+/// the link itself survives. Data goes to a temp file in the target's directory
+/// (`.<name>.amp-<hex>.tmp`, O_EXCL), is fsynced, gets exactly the original mode
+/// regardless of umask, and is renamed over the target; the directory is then fsynced
+/// (best effort, since the new content is already in place). On any error before the
+/// rename the temp file is removed and the original is untouched. Ownership is not
+/// copied: the file ends up owned by the writing user.
+pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let target = resolve_symlinks(path)?;
+    let mode = match fs::metadata(&target) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => NEW_FILE_MODE,
+        Err(e) => return Err(e),
+    };
+    let name = target.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no file name in {}", target.display()),
+        )
+    })?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (mut file, tmp) = create_temp(dir, &name.to_string_lossy(), mode)?;
+    let result = (|| {
+        file.write_all(contents)?;
+        file.sync_all()?;
+        file.set_permissions(Permissions::from_mode(mode))?;
+        drop(file);
+        fs::rename(&tmp, &target)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Follows `path` through symlinks to the final non-link path (which may not exist).
+fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_LINK_HOPS {
+        match fs::symlink_metadata(&current) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = fs::read_link(&current)?;
+                current = match current.parent() {
+                    Some(parent) if link.is_relative() => parent.join(link),
+                    _ => link,
+                };
+            }
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("too many symlinks: {}", path.display()),
+    ))
+}
+
+/// Creates `.<name>.amp-<hex>.tmp` in `dir` with O_EXCL, retrying on name clashes.
+fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(File, PathBuf)> {
+    let mut last_err = None;
+    for _ in 0..16 {
+        let tmp = dir.join(format!(".{name}.amp-{:016x}.tmp", rand::random::<u64>()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode & 0o777)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("could not create temp file")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A unique temp directory removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!(
+                "amp-fsutil-test-{}-{tag}-{n}-{:x}",
+                std::process::id(),
+                rand::random::<u32>()
+            ));
+            fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn with_mode(dir: &Path, name: &str, m: u32) -> PathBuf {
+        let p = dir.join(name);
+        fs::write(&p, b"old").unwrap();
+        fs::set_permissions(&p, Permissions::from_mode(m)).unwrap();
+        p
+    }
+
+    #[test]
+    fn new_file_gets_0644() {
+        let t = TempDir::new("new");
+        let p = t.0.join("f.txt");
+        atomic_write(&p, b"hello").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"hello");
+        assert_eq!(mode(&p), NEW_FILE_MODE);
+        assert_eq!(names(&t.0), ["f.txt"]);
+    }
+
+    #[test]
+    fn keeps_0755_and_0600() {
+        let t = TempDir::new("modes");
+        for (name, m) in [("x.sh", 0o755), ("secret", 0o600), ("ro", 0o444)] {
+            let p = with_mode(&t.0, name, m);
+            atomic_write(&p, b"new").unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"new");
+            assert_eq!(mode(&p), m, "{name}");
+        }
+        assert_eq!(names(&t.0), ["ro", "secret", "x.sh"]);
+    }
+
+    #[test]
+    fn empty_and_repeated_writes() {
+        let t = TempDir::new("empty");
+        let p = with_mode(&t.0, "f", 0o640);
+        atomic_write(&p, b"").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"");
+        atomic_write(&p, b"again").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"again");
+        assert_eq!(mode(&p), 0o640);
+        assert_eq!(names(&t.0), ["f"]);
+    }
+
+    #[test]
+    fn symlink_survives_and_target_updated() {
+        let t = TempDir::new("link");
+        let target = with_mode(&t.0, "real.txt", 0o600);
+        let link = t.0.join("link.txt");
+        symlink("real.txt", &link).unwrap(); // relative link
+        let link2 = t.0.join("link2.txt");
+        symlink(&link, &link2).unwrap(); // chain, absolute
+        atomic_write(&link2, b"via link").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(fs::symlink_metadata(&link2)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&target).unwrap(), b"via link");
+        assert_eq!(mode(&target), 0o600);
+        assert_eq!(names(&t.0), ["link.txt", "link2.txt", "real.txt"]);
+    }
+
+    #[test]
+    fn symlink_into_other_directory_writes_temp_there() {
+        let t = TempDir::new("linkdir");
+        fs::create_dir(t.0.join("sub")).unwrap();
+        let target = with_mode(&t.0.join("sub"), "real", 0o644);
+        let link = t.0.join("link");
+        symlink("sub/real", &link).unwrap();
+        atomic_write(&link, b"x").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"x");
+        assert_eq!(names(&t.0), ["link", "sub"]);
+        assert_eq!(names(&t.0.join("sub")), ["real"]);
+    }
+
+    #[test]
+    fn dangling_symlink_creates_target() {
+        let t = TempDir::new("dangling");
+        let link = t.0.join("link");
+        symlink("absent", &link).unwrap();
+        atomic_write(&link, b"made").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(t.0.join("absent")).unwrap(), b"made");
+        assert_eq!(mode(&t.0.join("absent")), NEW_FILE_MODE);
+    }
+
+    #[test]
+    fn symlink_loop_is_an_error() {
+        let t = TempDir::new("loop");
+        symlink("b", t.0.join("a")).unwrap();
+        symlink("a", t.0.join("b")).unwrap();
+        assert!(atomic_write(&t.0.join("a"), b"x").is_err());
+        assert_eq!(names(&t.0), ["a", "b"]);
+    }
+
+    #[test]
+    fn missing_directory_fails_and_creates_nothing() {
+        let t = TempDir::new("missing");
+        let p = t.0.join("no").join("such").join("f");
+        assert!(atomic_write(&p, b"x").is_err());
+        assert!(!t.0.join("no").exists());
+        assert!(names(&t.0).is_empty());
+    }
+
+    #[test]
+    fn directory_target_fails_and_leaves_no_temp() {
+        let t = TempDir::new("dirtarget");
+        let d = t.0.join("d");
+        fs::create_dir(&d).unwrap();
+        assert!(atomic_write(&d, b"x").is_err());
+        assert!(d.is_dir());
+        assert_eq!(names(&t.0), ["d"]);
+    }
+
+    #[test]
+    fn path_without_file_name_is_rejected() {
+        assert_eq!(
+            atomic_write(Path::new("/"), b"x").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    /// Runs the calling test again in a child process, where changing the umask cannot
+    /// disturb tests running in parallel threads; returns true when in the child.
+    fn in_child(test: &str) -> bool {
+        if std::env::var_os("AMP_FSUTIL_UMASK_CHILD").is_some() {
+            return true;
+        }
+        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([&format!("{module}::{test}"), "--exact", "--test-threads=1"])
+            .env("AMP_FSUTIL_UMASK_CHILD", "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&child.stdout);
+        assert!(child.status.success(), "child test {test} failed: {out}");
+        assert!(out.contains("1 passed"), "child did not run {test}: {out}");
+        false
+    }
+
+    #[test]
+    fn mode_ignores_umask() {
+        if !in_child("mode_ignores_umask") {
+            return;
+        }
+        // SAFETY: umask only changes this (child) process's file-creation mask.
+        unsafe { libc::umask(0o077) };
+        let t = TempDir::new("umask");
+        let p = with_mode(&t.0, "x", 0o755);
+        atomic_write(&p, b"new").unwrap();
+        assert_eq!(mode(&p), 0o755);
+        let n = t.0.join("n");
+        atomic_write(&n, b"new").unwrap();
+        assert_eq!(mode(&n), 0o644);
+    }
+}
