@@ -45,6 +45,9 @@ fn amp_core() -> nvim_oxi::Result<Dictionary> {
             };
             Ok(json!(session::broadcast(&name, &to_json(payload)?)))
         })),
+        // Hot paths (autocmds): no arguments, no result table to build.
+        ("selection_changed", quiet(session::selection_changed)),
+        ("visible_files_changed", quiet(session::visible_files_changed)),
         ("log", export(|(level, message): (Object, Object)| {
             let level = to_json(level)?;
             let level = level.as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
@@ -76,6 +79,17 @@ where
         Ok(reply.serialize(Serializer::new()).unwrap_or_else(|_| Object::nil()))
     });
     Object::from(function)
+}
+
+/// Wraps an argument-free action for autocmd callbacks: panics are caught
+/// and logged, nothing is returned.
+fn quiet(f: fn()) -> Object {
+    Object::from(Function::<(), ()>::from_fn(move |()| -> Result<(), Infallible> {
+        if let Err(panic) = catch_unwind(f) {
+            log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
+        }
+        Ok(())
+    }))
 }
 
 fn to_json(object: Object) -> Result<Value, String> {

@@ -84,6 +84,9 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     });
     let info = started_info(&shared);
     *current() = Some(Session { runtime, shared, shutdown });
+    // What the user looks at right now, for the first client.
+    visible_files_changed();
+    selection_changed();
     Ok(info)
 }
 
@@ -186,4 +189,20 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
 /// Queues a notification for every client; returns how many it reached.
 pub fn broadcast(name: &str, payload: &Value) -> usize {
     current().as_ref().map_or(0, |s| s.shared.broadcast(name, payload))
+}
+
+/// Reads the selection and publishes it (called from cursor autocmds).
+pub fn selection_changed() {
+    let guard = current();
+    let Some(session) = guard.as_ref() else { return };
+    if let Some(selection) = crate::editor::context::read_selection() {
+        session.shared.publish_selection(selection);
+    }
+}
+
+/// Reads the visible files and publishes them (called from window autocmds).
+pub fn visible_files_changed() {
+    let guard = current();
+    let Some(session) = guard.as_ref() else { return };
+    session.shared.publish_visible_files(crate::editor::context::read_visible_files());
 }

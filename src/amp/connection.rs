@@ -24,6 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use super::context::{PublishedSelection, PublishedVisibleFiles};
 use super::handshake::{admit, Admission, UpgradeRequest};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
@@ -67,7 +68,9 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>) {
     // What a newly connected client needs first.
     let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()));
 
+    let pusher = tokio::spawn(push_context(shared.clone(), outbound.clone(), dialect.clone()));
     let ended = run(ws, &shared, outbound, queue, dialect, kick).await;
+    pusher.abort();
     let count = {
         let mut clients = shared.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.remove(&id);
@@ -201,6 +204,53 @@ async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
         return;
     }
     let _ = timeout(CLOSE_GRACE, async { while let Some(Ok(_)) = ws.next().await {} }).await;
+}
+
+/// Sends the newest visible files and selection to one client: at once on
+/// connect, then whenever they change, at most one selection per
+/// `selection_interval_ms` (a burst is coalesced and always ends with the
+/// latest state), never the same state twice.
+async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<String>, dialect: Arc<AtomicU8>) {
+    let interval = Duration::from_millis(shared.options.selection_interval_ms);
+    let mut selection = shared.selection.subscribe();
+    let mut visible = shared.visible_files.subscribe();
+    selection.mark_changed();
+    visible.mark_changed();
+    let mut sent_selection: Option<Arc<PublishedSelection>> = None;
+    let mut sent_visible: Option<Arc<PublishedVisibleFiles>> = None;
+    let mut last_selection_at: Option<tokio::time::Instant> = None;
+    // Visible files go first: an empty list clears the CLI's selection.
+    let mut visible_first = true;
+    loop {
+        let dialect = || current_dialect(&dialect);
+        tokio::select! {
+            biased;
+            changed = visible.changed() => {
+                if changed.is_err() { return; }
+                let state = visible.borrow_and_update().clone();
+                let state = state.unwrap_or_else(|| Arc::new(PublishedVisibleFiles::new(Vec::new())));
+                if sent_visible.as_ref().is_some_and(|s| s.raw == state.raw) { continue; }
+                if outbound.send(state.frame(dialect()).to_owned()).await.is_err() { return; }
+                sent_visible = Some(state);
+                visible_first = false;
+            }
+            changed = selection.changed(), if !visible_first => {
+                if changed.is_err() { return; }
+                if let Some(at) = last_selection_at {
+                    tokio::time::sleep_until(at + interval).await;
+                }
+                let Some(state) = selection.borrow_and_update().clone() else { continue };
+                if sent_selection.as_ref().is_some_and(|s| s.raw == state.raw) { continue; }
+                if outbound.send(state.frame(dialect()).to_owned()).await.is_err() { return; }
+                last_selection_at = Some(tokio::time::Instant::now());
+                sent_selection = Some(state);
+            }
+        }
+    }
+}
+
+fn current_dialect(slot: &AtomicU8) -> Dialect {
+    if slot.load(Ordering::Relaxed) == DIALECT_WRAPPED { Dialect::Wrapped } else { Dialect::Flat }
 }
 
 /// Records the dialect of a connection's first request.

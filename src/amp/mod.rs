@@ -4,6 +4,7 @@
 
 pub mod calls;
 pub mod connection;
+pub mod context;
 pub mod edit;
 pub mod handshake;
 pub mod lockfile;

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::context::{PublishedSelection, PublishedVisibleFiles};
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
 use super::protocol::{encode_notification, Dialect};
@@ -40,6 +41,10 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     pub last_error: Mutex<Option<String>>,
     pub shutdown: watch::Receiver<bool>,
+    /// The latest selection and visible files; each client's pusher sends
+    /// the newest state only, so a slow client skips states, never queues them.
+    pub selection: watch::Sender<Option<Arc<PublishedSelection>>>,
+    pub visible_files: watch::Sender<Option<Arc<PublishedVisibleFiles>>>,
     /// Serialises lockfile writes so an older write never lands last.
     lock_writes: tokio::sync::Mutex<()>,
 }
@@ -56,6 +61,8 @@ impl Shared {
             next_client_id: AtomicU64::new(1),
             last_error: Mutex::new(None),
             shutdown,
+            selection: watch::Sender::new(None),
+            visible_files: watch::Sender::new(None),
             lock_writes: tokio::sync::Mutex::new(()),
         }
     }
@@ -146,5 +153,29 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             },
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+impl Shared {
+    /// Publishes a new selection unless it equals the current one. Cheap
+    /// enough for the main thread: a comparison, an allocation and a wake-up.
+    pub fn publish_selection(&self, selection: super::context::RawSelection) {
+        self.selection.send_if_modified(|current| {
+            if current.as_ref().is_some_and(|c| c.raw == selection) {
+                return false;
+            }
+            *current = Some(Arc::new(PublishedSelection::new(selection)));
+            true
+        });
+    }
+
+    pub fn publish_visible_files(&self, files: Vec<PathBuf>) {
+        self.visible_files.send_if_modified(|current| {
+            if current.as_ref().is_some_and(|c| c.raw == files) {
+                return false;
+            }
+            *current = Some(Arc::new(PublishedVisibleFiles::new(files)));
+            true
+        });
     }
 }

@@ -3,6 +3,7 @@
 //! read or write editor state, nothing else (no JSON, no sockets, no files).
 
 pub mod buffers;
+pub mod context;
 pub mod diagnostics;
 pub mod events;
 pub mod open;

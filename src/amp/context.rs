@@ -1,0 +1,195 @@
+//! What the agent sees of the editor: the selection and the visible files,
+//! as raw editor facts (byte columns, lines) turned into notification
+//! payloads in UTF-16 positions, for both dialects. Plain Rust, unit-tested.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use super::protocol::{encode_notification, Dialect};
+use super::uri::path_to_file_uri;
+use crate::text::byte_to_utf16_col;
+
+/// One selected region as Neovim reports it: 0-based lines, byte columns,
+/// end exclusive, with the text of every line it touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRegion {
+    pub start_line: usize,
+    pub start_col: usize,
+    pub end_line: usize,
+    pub end_col: usize,
+    /// Lines `start_line..=end_line`.
+    pub lines: Vec<Vec<u8>>,
+}
+
+/// The cursor or the Visual selection in a file buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSelection {
+    pub path: PathBuf,
+    /// No Visual mode: the region is the cursor (empty) and the content is its line.
+    pub cursor_only: bool,
+    /// One region, or one per row for a blockwise selection.
+    pub regions: Vec<RawRegion>,
+}
+
+impl RawRegion {
+    fn content(&self, cursor_only: bool) -> String {
+        if cursor_only {
+            return String::from_utf8_lossy(self.lines.first().map(Vec::as_slice).unwrap_or_default()).into_owned();
+        }
+        let last = self.lines.len().saturating_sub(1);
+        let mut out = Vec::new();
+        for (i, line) in self.lines.iter().enumerate() {
+            let from = if i == 0 { self.start_col.min(line.len()) } else { 0 };
+            let to = if i == last { self.end_col.min(line.len()) } else { line.len() };
+            if i > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(&line[from.min(to)..to]);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn utf16_range(&self) -> (usize, usize) {
+        let first = self.lines.first().map(Vec::as_slice).unwrap_or_default();
+        let last = self.lines.last().map(Vec::as_slice).unwrap_or_default();
+        (byte_to_utf16_col(first, self.start_col), byte_to_utf16_col(last, self.end_col))
+    }
+}
+
+/// `selectionDidChange` (Amp CLI) payload.
+pub fn selection_payload(sel: &RawSelection) -> Value {
+    let selections: Vec<Value> = sel
+        .regions
+        .iter()
+        .map(|r| {
+            let (start, end) = r.utf16_range();
+            json!({
+                "range": {
+                    "startLine": r.start_line,
+                    "startCharacter": start,
+                    "endLine": r.end_line,
+                    "endCharacter": end,
+                },
+                "content": r.content(sel.cursor_only),
+            })
+        })
+        .collect();
+    json!({ "uri": path_to_file_uri(&sel.path), "selections": selections })
+}
+
+/// `selectionChanged` (quick reference) payload: the first region only.
+pub fn selection_changed_payload(sel: &RawSelection) -> Value {
+    let (start_line, start, end_line, end) = match sel.regions.first() {
+        Some(r) => {
+            let (s, e) = r.utf16_range();
+            (r.start_line, s, sel.regions.last().map_or(r.end_line, |l| l.end_line), e)
+        }
+        None => (0, 0, 0, 0),
+    };
+    json!({
+        "path": sel.path.to_string_lossy(),
+        "start": { "line": start_line, "col": start },
+        "end": { "line": end_line, "col": end },
+    })
+}
+
+pub fn visible_files_payload(files: &[PathBuf]) -> Value {
+    json!({ "uris": files.iter().map(|p| path_to_file_uri(p)).collect::<Vec<_>>() })
+}
+
+pub fn visible_files_changed_payload(files: &[PathBuf]) -> Value {
+    json!({ "files": files.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>() })
+}
+
+/// A published piece of editor state, encoded lazily, once per dialect, by
+/// whichever client first needs it (50 clients cost one encoding each way).
+#[derive(Debug)]
+pub struct Published<T> {
+    pub raw: T,
+    flat: OnceLock<String>,
+    wrapped: OnceLock<String>,
+}
+
+pub type PublishedSelection = Published<RawSelection>;
+pub type PublishedVisibleFiles = Published<Vec<PathBuf>>;
+
+impl<T> Published<T> {
+    pub fn new(raw: T) -> Self {
+        Self { raw, flat: OnceLock::new(), wrapped: OnceLock::new() }
+    }
+}
+
+impl PublishedSelection {
+    pub fn frame(&self, dialect: Dialect) -> &str {
+        match dialect {
+            Dialect::Flat => self
+                .flat
+                .get_or_init(|| encode_notification("selectionDidChange", dialect, &selection_payload(&self.raw))),
+            Dialect::Wrapped => self.wrapped.get_or_init(|| {
+                encode_notification("selectionChanged", dialect, &selection_changed_payload(&self.raw))
+            }),
+        }
+    }
+}
+
+impl PublishedVisibleFiles {
+    pub fn frame(&self, dialect: Dialect) -> &str {
+        match dialect {
+            Dialect::Flat => self
+                .flat
+                .get_or_init(|| encode_notification("visibleFilesDidChange", dialect, &visible_files_payload(&self.raw))),
+            Dialect::Wrapped => self.wrapped.get_or_init(|| {
+                encode_notification("visibleFilesChanged", dialect, &visible_files_changed_payload(&self.raw))
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
+        RawRegion { start_line: sl, start_col: sc, end_line: el, end_col: ec, lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect() }
+    }
+
+    #[test]
+    fn cursor_sends_its_line_and_utf16_column() {
+        // "é→😀x": x is at byte 9, UTF-16 column 4.
+        let sel = RawSelection { path: "/w/a b.rs".into(), cursor_only: true, regions: vec![region(2, 9, 2, 9, &["é→😀x"])] };
+        let p = selection_payload(&sel);
+        assert_eq!(p["uri"], "file:///w/a%20b.rs");
+        assert_eq!(p["selections"][0]["range"], json!({"startLine":2,"startCharacter":4,"endLine":2,"endCharacter":4}));
+        assert_eq!(p["selections"][0]["content"], "é→😀x");
+    }
+
+    #[test]
+    fn charwise_selection_across_lines() {
+        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 2, 1, 2, &["é b", "→c"])] };
+        let p = selection_payload(&sel);
+        assert_eq!(p["selections"][0]["content"], " b\n");
+        assert_eq!(p["selections"][0]["range"]["startCharacter"], 1);
+        assert_eq!(p["selections"][0]["range"]["endCharacter"], 0);
+        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 0, 1, 4, &["ab", "→c"])] };
+        assert_eq!(selection_payload(&sel)["selections"][0]["content"], "ab\n→c");
+        assert_eq!(selection_payload(&sel)["selections"][0]["range"]["endCharacter"], 2);
+    }
+
+    #[test]
+    fn quick_reference_forms() {
+        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 1, 0, 3, &["abcd"]), region(1, 1, 1, 3, &["efgh"])] };
+        assert_eq!(selection_changed_payload(&sel), json!({"path":"/a","start":{"line":0,"col":1},"end":{"line":1,"col":3}}));
+        assert_eq!(visible_files_changed_payload(&["/a".into()]), json!({"files":["/a"]}));
+        assert_eq!(visible_files_payload(&["/a#b".into()]), json!({"uris":["file:///a%23b"]}));
+    }
+
+    #[test]
+    fn frames_are_encoded_once_per_dialect() {
+        let p = PublishedVisibleFiles::new(vec!["/x".into()]);
+        let a = p.frame(Dialect::Flat).as_ptr();
+        assert_eq!(a, p.frame(Dialect::Flat).as_ptr());
+        assert!(p.frame(Dialect::Wrapped).contains("visibleFilesChanged"));
+    }
+}
