@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn charwise_selection_across_lines() {
-        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 2, 1, 2, &["é b", "→c"])] };
+        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 2, 1, 0, &["é b", "→c"])] };
         let p = selection_payload(&sel);
         assert_eq!(p["selections"][0]["content"], " b\n");
         assert_eq!(p["selections"][0]["range"]["startCharacter"], 1);
