@@ -8,6 +8,7 @@
 pub mod amp;
 pub mod bridge;
 pub mod editor;
+pub mod filewatch;
 pub mod fsutil;
 pub mod log;
 pub mod session;
@@ -48,6 +49,14 @@ fn amp_core() -> nvim_oxi::Result<Dictionary> {
         // Hot paths (autocmds): no arguments, no result table to build.
         ("selection_changed", quiet(session::selection_changed)),
         ("visible_files_changed", quiet(session::visible_files_changed)),
+        ("buffers_changed", quiet(session::buffers_changed)),
+        ("buffer_written", export(|path: Object| {
+            session::buffer_written(&string_arg("buffer_written", path)?);
+            Ok(Value::Null)
+        })),
+        ("take_disk_version", export(|path: Object| {
+            session::take_disk_version(&string_arg("take_disk_version", path)?).map(|_| Value::Null)
+        })),
         ("log", export(|(level, message): (Object, Object)| {
             let level = to_json(level)?;
             let level = level.as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
@@ -90,6 +99,13 @@ fn quiet(f: fn()) -> Object {
         }
         Ok(())
     }))
+}
+
+fn string_arg(function: &str, object: Object) -> Result<String, String> {
+    match to_json(object)? {
+        Value::String(s) => Ok(s),
+        other => Err(format!("{function}: expected a path string, got {other}")),
+    }
 }
 
 fn to_json(object: Object) -> Result<Value, String> {

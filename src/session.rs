@@ -65,6 +65,11 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
     };
     runtime.spawn(accept_loop(listener, shared.clone()));
+    if shared.options.watch_files {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let _ = shared.file_watch.set(tx);
+        runtime.spawn(crate::filewatch::run(rx, Duration::from_millis(shared.options.watch_debounce_ms)));
+    }
     let announce = shared.clone();
     runtime.spawn(async move {
         let dir = announce.lock_dir.clone();
@@ -87,6 +92,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     // What the user looks at right now, for the first client.
     visible_files_changed();
     selection_changed();
+    buffers_changed();
     Ok(info)
 }
 
@@ -142,7 +148,7 @@ pub fn stop() {
         *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
     log::info("server stopped");
-    events::fire("AmpServerStopped", &json!({ "port": shared.port }));
+    events::fire("AmpServerStopped", &json!({ "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy() }));
 }
 
 pub fn status() -> Value {
@@ -205,4 +211,32 @@ pub fn visible_files_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
     session.shared.publish_visible_files(crate::editor::context::read_visible_files());
+}
+
+/// The set of loaded file buffers may have changed: re-aim the file watcher.
+pub fn buffers_changed() {
+    let guard = current();
+    let Some(session) = guard.as_ref() else { return };
+    if session.shared.file_watch.get().is_some() {
+        let files = crate::editor::files::loaded_files();
+        session.shared.tell_watcher(crate::filewatch::WatchCommand::SetFiles(files));
+    }
+}
+
+/// Neovim wrote `path` (BufWritePost): that write is not an outside change.
+pub fn buffer_written(path: &str) {
+    if let Some(session) = current().as_ref() {
+        session.shared.note_written(std::path::Path::new(path));
+    }
+}
+
+/// `:Amp take`: replace the buffer of `path` with the disk's text (undoable).
+pub fn take_disk_version(path: &str) -> Result<(), String> {
+    let guard = current();
+    let session = guard.as_ref().ok_or("the server is not running")?;
+    if session.shared.file_watch.get().is_none() {
+        return Err("file watching is off (watch.enabled = false)".into());
+    }
+    session.shared.tell_watcher(crate::filewatch::WatchCommand::Take(path.into()));
+    Ok(())
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::time::timeout;
@@ -197,13 +198,34 @@ async fn run(
     }
 }
 
-/// Sends a close frame and waits briefly for the client's reply.
+/// Sends a close frame, waits briefly for the client's reply, then half-closes
+/// and discards what the client still sends until it hangs up: closing a
+/// socket with unread bytes makes the kernel send a reset, and the client
+/// would lose the close frame (and its code) that is still in flight.
 async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
     let frame = CloseFrame { code, reason: reason.to_owned().into() };
     if timeout(CLOSE_GRACE, ws.close(Some(frame))).await.is_err() {
         return;
     }
-    let _ = timeout(CLOSE_GRACE, async { while let Some(Ok(_)) = ws.next().await {} }).await;
+    let _ = timeout(CLOSE_GRACE, async {
+        while let Some(Ok(message)) = ws.next().await {
+            if let Message::Close(_) = message {
+                break;
+            }
+        }
+    })
+    .await;
+    let stream = ws.get_mut();
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 8192];
+    let _ = timeout(CLOSE_GRACE, async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// Sends the newest visible files and selection to one client: at once on

@@ -1,7 +1,7 @@
 //! Text arithmetic for `editFile` and `readFile`: byte-range edits, the mapping
-//! between a file's text and Neovim's buffer lines, and the smallest line
-//! range that changed (so an edit disturbs as few marks, folds and cursors as
-//! possible and stays one undo step).
+//! between a file's text and Neovim's buffer lines, and the line hunks that
+//! changed (so an edit disturbs as few marks, folds and cursors as possible
+//! and stays one undo step).
 
 /// How a buffer's lines become a file's bytes: Neovim keeps lines without
 /// their end-of-line, and remembers `'fileformat'` and `'endofline'` aside.
@@ -66,35 +66,71 @@ pub fn lines_to_text<S: AsRef<str>>(lines: &[S], format: LineFormat) -> String {
     out
 }
 
-/// Lines `start..old_end` of the old text become lines `start..new_end` of the new.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinePatch {
+/// A hunk to apply: lines `start..old_end` of the old text become `lines`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
     pub start: usize,
     pub old_end: usize,
-    pub new_end: usize,
+    pub lines: Vec<String>,
 }
 
-/// The smallest contiguous line range whose replacement turns `old` into `new`
-/// (common prefix and suffix kept). `None` when the lines are equal.
-pub fn changed_lines<A: AsRef<str>, B: AsRef<str>>(old: &[A], new: &[B]) -> Option<LinePatch> {
-    let prefix = old.iter().zip(new).take_while(|(a, b)| a.as_ref() == b.as_ref()).count();
-    if prefix == old.len() && prefix == new.len() {
-        return None;
+/// How long a line diff may search before settling for a coarser answer
+/// (still correct, just fewer and larger hunks).
+const DIFF_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The hunks that turn `old` into `new`, in ascending order. Applying them
+/// from the last to the first keeps the earlier indices valid. Unchanged
+/// lines between hunks are left alone, so marks, folds and cursors there
+/// survive a reload or an agent's edit.
+pub fn line_hunks<A: AsRef<str>, B: AsRef<str>>(old: &[A], new: &[B]) -> Vec<Hunk> {
+    let old_lines: Vec<&str> = old.iter().map(AsRef::as_ref).collect();
+    let new_lines: Vec<&str> = new.iter().map(AsRef::as_ref).collect();
+    let deadline = std::time::Instant::now() + DIFF_BUDGET;
+    let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &old_lines, &new_lines, Some(deadline));
+    let mut hunks: Vec<Hunk> = Vec::new();
+    for op in ops {
+        let (tag, old_range, new_range) = op.as_tag_tuple();
+        if tag == similar::DiffTag::Equal {
+            continue;
+        }
+        let lines = new_lines[new_range].iter().map(|l| (*l).to_owned());
+        match hunks.last_mut() {
+            // Adjacent operations (a delete next to an insert) form one hunk.
+            Some(last) if last.old_end == old_range.start => {
+                last.old_end = old_range.end;
+                last.lines.extend(lines);
+            }
+            _ => hunks.push(Hunk { start: old_range.start, old_end: old_range.end, lines: lines.collect() }),
+        }
     }
-    let max_suffix = old.len().min(new.len()) - prefix;
-    let suffix = old
-        .iter()
-        .rev()
-        .zip(new.iter().rev())
-        .take(max_suffix)
-        .take_while(|(a, b)| a.as_ref() == b.as_ref())
-        .count();
-    Some(LinePatch { start: prefix, old_end: old.len() - suffix, new_end: new.len() - suffix })
+    hunks
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn apply_hunks(old: &[&str], hunks: &[Hunk]) -> Vec<String> {
+        let mut out: Vec<String> = old.iter().map(|s| s.to_string()).collect();
+        for h in hunks.iter().rev() {
+            out.splice(h.start..h.old_end, h.lines.iter().cloned());
+        }
+        out
+    }
+
+    #[test]
+    fn hunks_rebuild_the_new_text_and_skip_unchanged_lines() {
+        let old = ["a", "b", "c", "d", "e", "f"];
+        let new = ["a", "B", "c", "d", "e2", "e3", "f", "g"];
+        let hunks = line_hunks(&old, &new);
+        assert_eq!(apply_hunks(&old, &hunks), new);
+        assert_eq!(hunks.len(), 3, "{hunks:?}");
+        assert_eq!(hunks[0], Hunk { start: 1, old_end: 2, lines: vec!["B".into()] });
+        assert!(line_hunks(&old, &old).is_empty());
+        let empty: [&str; 0] = [];
+        assert_eq!(apply_hunks(&old, &line_hunks(&old, &empty)), Vec::<String>::new());
+        assert_eq!(apply_hunks(&empty, &line_hunks(&empty, &new)), new);
+    }
 
     #[test]
     fn range_edits_check_bounds_and_boundaries() {
@@ -121,14 +157,4 @@ mod tests {
         assert_eq!(lines_to_text(&lines, LineFormat { crlf: false, final_newline: nl }), "a\nb\n");
     }
 
-    #[test]
-    fn changed_lines_keeps_prefix_and_suffix() {
-        assert_eq!(changed_lines(&["a", "b", "c"], &["a", "b", "c"]), None);
-        assert_eq!(changed_lines(&["a", "b", "c"], &["a", "X", "c"]), Some(LinePatch { start: 1, old_end: 2, new_end: 2 }));
-        assert_eq!(changed_lines(&["a", "c"], &["a", "b", "c"]), Some(LinePatch { start: 1, old_end: 1, new_end: 2 }));
-        assert_eq!(changed_lines(&["a", "a"], &["a"]), Some(LinePatch { start: 1, old_end: 2, new_end: 1 }));
-        let empty: [&str; 0] = [];
-        assert_eq!(changed_lines(&empty, &["x"]), Some(LinePatch { start: 0, old_end: 0, new_end: 1 }));
-        assert_eq!(changed_lines(&["x"], &empty), Some(LinePatch { start: 0, old_end: 1, new_end: 0 }));
-    }
 }

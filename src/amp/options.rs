@@ -18,6 +18,9 @@ pub struct ServerOptions {
     /// At most one selection notification per client per this many ms.
     pub selection_interval_ms: u64,
     pub allowed_origins: Vec<String>,
+    /// Reload buffers whose files change on disk (see `filewatch`).
+    pub watch_files: bool,
+    pub watch_debounce_ms: u64,
     pub plugin_version: String,
     pub plugin_directory: Option<String>,
     pub log_file: Option<String>,
@@ -37,6 +40,8 @@ impl Default for ServerOptions {
             ping_interval_ms: 30_000,
             selection_interval_ms: 10,
             allowed_origins: Vec::new(),
+            watch_files: true,
+            watch_debounce_ms: 20,
             plugin_version: env!("CARGO_PKG_VERSION").into(),
             plugin_directory: None,
             log_file: None,
@@ -81,6 +86,8 @@ impl ServerOptions {
                 "ping_interval_ms" => o.ping_interval_ms = int(key, v, 100, 3_600_000)?,
                 "selection_interval_ms" => o.selection_interval_ms = int(key, v, 0, 10_000)?,
                 "allowed_origins" => o.allowed_origins = strings(key, v)?,
+                "watch_files" => o.watch_files = v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?,
+                "watch_debounce_ms" => o.watch_debounce_ms = int(key, v, 0, 10_000)?,
                 "plugin_version" => o.plugin_version = string(key, v)?,
                 "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
                 "log_file" => o.log_file = Some(string(key, v)?),

@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 
 use super::calls::{parse_call, Call, EditSpec};
 use super::connection::note_dialect;
-use super::edit::{apply_range, changed_lines, lines_to_text, text_to_lines, LineFormat};
+use super::edit::{apply_range, line_hunks, lines_to_text, text_to_lines, LineFormat};
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
 use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 use crate::bridge::{on_main, BridgeError};
-use crate::editor::buffers::{self, ApplyError, BufferText};
+use crate::editor::buffers::{self, ApplyError};
 use crate::editor::{diagnostics, open};
 use crate::text::byte_to_utf16_col;
 use crate::{fsutil, log};
@@ -93,34 +93,12 @@ async fn candidates(path: PathBuf) -> Vec<PathBuf> {
     out
 }
 
-/// The file's text as it would be written: lines joined with the buffer's
-/// end-of-line, plus a final one if the buffer has it.
-fn buffer_file_text(snapshot: &BufferText) -> String {
-    let eol: &[u8] = if snapshot.format.crlf { b"\r\n" } else { b"\n" };
-    let mut bytes = if snapshot.format.crlf {
-        let mut out = Vec::with_capacity(snapshot.joined.len() + snapshot.line_count + 2);
-        for (i, line) in snapshot.joined.split(|&b| b == b'\n').enumerate() {
-            if i > 0 {
-                out.extend_from_slice(eol);
-            }
-            out.extend_from_slice(line);
-        }
-        out
-    } else {
-        snapshot.joined.clone()
-    };
-    if snapshot.format.final_newline && snapshot.line_count > 0 {
-        bytes.extend_from_slice(eol);
-    }
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
 async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
     let paths = candidates(abs.clone()).await;
     let loaded = on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?;
     let content = match loaded {
-        Ok(Some(snapshot)) => buffer_file_text(&snapshot),
+        Ok(Some(snapshot)) => snapshot.file_text(),
         Ok(None) => match tokio::fs::read(&abs).await {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => text,
@@ -160,7 +138,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Ok(s) => s,
             Err(e) => return Ok(failure(e)),
         };
-        let current = buffer_file_text(&snapshot);
+        let current = snapshot.file_text();
         let new_text = match &edit {
             EditSpec::Full(text) => text.clone(),
             EditSpec::Range { start, end, new_text } => match apply_range(&current, *start, *end, new_text) {
@@ -170,14 +148,10 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
         };
         let (new_lines, final_newline) = text_to_lines(&new_text);
         let (old_lines, _) = text_to_lines(&current);
-        let patch = changed_lines(&old_lines, &new_lines);
-        let changed = patch.is_some() || final_newline != snapshot.format.final_newline;
-        let replacement: Vec<String> = match patch {
-            Some(p) => new_lines[p.start..p.new_end].iter().map(|l| (*l).to_owned()).collect(),
-            None => Vec::new(),
-        };
+        let hunks = line_hunks(&old_lines, &new_lines);
+        let changed = !hunks.is_empty() || final_newline != snapshot.format.final_newline;
         let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
-        let applied = on_main(move || buffers::apply(bufnr, tick, patch, replacement, final_newline))
+        let applied = on_main(move || buffers::apply(bufnr, tick, hunks, final_newline))
             .await
             .map_err(bridge_error)?;
         let new_tick = match applied {
@@ -195,6 +169,8 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             // The buffer has the change and stays modified: nothing is lost.
             return Ok(failure(format!("edited the buffer but could not save {}: {e}", abs.display())));
         }
+        // Our own write is not an outside change.
+        shared.note_written(&abs);
         on_main(move || buffers::mark_saved(bufnr, new_tick))
             .await
             .map_err(bridge_error)?

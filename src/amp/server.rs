@@ -45,6 +45,8 @@ pub struct Shared {
     /// the newest state only, so a slow client skips states, never queues them.
     pub selection: watch::Sender<Option<Arc<PublishedSelection>>>,
     pub visible_files: watch::Sender<Option<Arc<PublishedVisibleFiles>>>,
+    /// Commands to the file watcher, when it runs.
+    pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::filewatch::WatchCommand>>,
     /// Serialises lockfile writes so an older write never lands last.
     lock_writes: tokio::sync::Mutex<()>,
 }
@@ -63,6 +65,7 @@ impl Shared {
             shutdown,
             selection: watch::Sender::new(None),
             visible_files: watch::Sender::new(None),
+            file_watch: std::sync::OnceLock::new(),
             lock_writes: tokio::sync::Mutex::new(()),
         }
     }
@@ -177,5 +180,19 @@ impl Shared {
             *current = Some(Arc::new(PublishedVisibleFiles::new(files)));
             true
         });
+    }
+}
+
+impl Shared {
+    /// Tells the file watcher something; a no-op when watching is off.
+    pub fn tell_watcher(&self, command: crate::filewatch::WatchCommand) {
+        if let Some(tx) = self.file_watch.get() {
+            let _ = tx.send(command);
+        }
+    }
+
+    /// A write of ours (or Neovim's): not an outside change.
+    pub fn note_written(&self, path: &std::path::Path) {
+        self.tell_watcher(crate::filewatch::WatchCommand::Written(path.to_path_buf()));
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use nvim_oxi::api::{self, opts::OptionOpts, Buffer};
 
 use super::{api_err, find_buffer};
-use crate::amp::edit::{LineFormat, LinePatch};
+use crate::amp::edit::{Hunk, LineFormat};
 
 /// A copy of a buffer's text, taken on the main thread and turned into a
 /// file's text on the tokio side.
@@ -13,12 +13,39 @@ use crate::amp::edit::{LineFormat, LinePatch};
 pub struct BufferText {
     pub bufnr: i32,
     pub changedtick: u32,
+    /// `'modified'`: the buffer has unsaved changes.
+    pub modified: bool,
     /// The lines joined with `\n`, without a final end-of-line. Empty for an
     /// empty buffer.
     pub joined: Vec<u8>,
     /// Number of lines in `joined`; 0 for an empty buffer.
     pub line_count: usize,
     pub format: LineFormat,
+}
+
+impl BufferText {
+    /// The file's text as it would be written: lines joined with the
+    /// buffer's end-of-line, plus a final one if the buffer has it. (Plain
+    /// data work, done on the tokio side.)
+    pub fn file_text(&self) -> String {
+        let eol: &[u8] = if self.format.crlf { b"\r\n" } else { b"\n" };
+        let mut bytes = if self.format.crlf {
+            let mut out = Vec::with_capacity(self.joined.len() + self.line_count + 2);
+            for (i, line) in self.joined.split(|&b| b == b'\n').enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(eol);
+                }
+                out.extend_from_slice(line);
+            }
+            out
+        } else {
+            self.joined.clone()
+        };
+        if self.format.final_newline && self.line_count > 0 {
+            bytes.extend_from_slice(eol);
+        }
+        String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
 }
 
 /// The text of the loaded buffer for one of `paths`, if there is one.
@@ -57,6 +84,7 @@ fn snapshot(buf: &Buffer) -> Result<BufferText, String> {
     let fileformat: String = api::get_option_value("fileformat", &opts).map_err(|e| api_err("fileformat", e))?;
     let eol: bool = api::get_option_value("endofline", &opts).map_err(|e| api_err("endofline", e))?;
     let changedtick = buf.get_changedtick().map_err(|e| api_err("changedtick", e))?;
+    let modified: bool = api::get_option_value("modified", &opts).map_err(|e| api_err("modified", e))?;
     let count = buf.line_count().map_err(|e| api_err("line_count", e))?;
     // A buffer always has one line; an empty file is one empty line with a
     // byte count of 0 (nvim_buf_get_offset counts the final EOL if written).
@@ -75,6 +103,7 @@ fn snapshot(buf: &Buffer) -> Result<BufferText, String> {
     Ok(BufferText {
         bufnr: buf.handle(),
         changedtick,
+        modified,
         joined,
         line_count: if empty { 0 } else { count },
         format: LineFormat { crlf: fileformat == "dos", final_newline: eol },
@@ -89,15 +118,9 @@ pub enum ApplyError {
     Failed(String),
 }
 
-/// Replaces lines `patch.start..patch.old_end` with `lines` as one undo step,
-/// if the buffer is still at `expected_tick`. Returns the new changedtick.
-pub fn apply(
-    bufnr: i32,
-    expected_tick: u32,
-    patch: Option<LinePatch>,
-    lines: Vec<String>,
-    final_newline: bool,
-) -> Result<u32, ApplyError> {
+/// Applies `hunks` (ascending, non-overlapping) as one undo step, if the
+/// buffer is still at `expected_tick`. Returns the new changedtick.
+pub fn apply(bufnr: i32, expected_tick: u32, hunks: Vec<Hunk>, final_newline: bool) -> Result<u32, ApplyError> {
     let mut buf = Buffer::from(bufnr);
     if !buf.is_valid() || !buf.is_loaded() {
         return Err(ApplyError::Failed("the buffer was closed during the edit".into()));
@@ -106,7 +129,7 @@ pub fn apply(
     if tick != expected_tick {
         return Err(ApplyError::Changed);
     }
-    if let Some(patch) = patch {
+    if !hunks.is_empty() {
         // Close the current undo block so this edit is its own undo step
         // (`:help undo-break`); it must run with the buffer current.
         // (Through Lua: an error inside nvim-oxi's `Buffer::call` would be
@@ -115,8 +138,13 @@ pub fn apply(
             .load("vim.api.nvim_buf_call(..., function() vim.cmd('let &g:undolevels = &g:undolevels') end)")
             .call::<()>(bufnr)
             .map_err(|e| ApplyError::Failed(api_err("undo break", e)))?;
-        buf.set_lines(patch.start..patch.old_end, true, lines)
-            .map_err(|e| ApplyError::Failed(api_err("set_lines", e)))?;
+        // Last hunk first, so the earlier line numbers stay valid. Changes
+        // made in one callback without user input between them are one undo
+        // step.
+        for hunk in hunks.into_iter().rev() {
+            buf.set_lines(hunk.start..hunk.old_end, true, hunk.lines)
+                .map_err(|e| ApplyError::Failed(api_err("set_lines", e)))?;
+        }
     }
     let opts = buf_opts(&buf);
     let eol: bool = api::get_option_value("endofline", &opts).unwrap_or(true);
@@ -141,14 +169,24 @@ pub fn mark_saved(bufnr: i32, tick: u32) -> Result<(), String> {
     }
     // `:checktime` stores the new mtime before it fires FileChangedShell; a
     // one-shot buffer-local handler that chooses nothing keeps Neovim from
-    // asking the user about a write it already has in the buffer.
+    // asking the user about a write it already has in the buffer. 'autoread'
+    // is off meanwhile: with it, Neovim would reload the buffer instead (an
+    // extra undo step that breaks `u` back to the text before the edit).
     let lua = nvim_oxi::mlua::lua();
     let chunk = lua.load(
         r#"local buf = ...
         local id = vim.api.nvim_create_autocmd("FileChangedShell", {
           buffer = buf, once = true, callback = function() vim.v.fcs_choice = "" end,
         })
-        pcall(vim.cmd.checktime, buf)
+        pcall(vim.api.nvim_buf_call, buf, function()
+          vim.cmd([[
+            let s:amp_autoread = &l:autoread
+            setlocal noautoread
+            silent! checktime ]] .. buf .. [[
+
+            if s:amp_autoread < 0 | set autoread< | else | let &l:autoread = s:amp_autoread | endif
+          ]])
+        end)
         pcall(vim.api.nvim_del_autocmd, id)"#,
     );
     chunk.call::<()>(bufnr).map_err(|e| api_err("checktime", e))

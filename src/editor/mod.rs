@@ -6,6 +6,7 @@ pub mod buffers;
 pub mod context;
 pub mod diagnostics;
 pub mod events;
+pub mod files;
 pub mod open;
 
 use std::path::{Path, PathBuf};
