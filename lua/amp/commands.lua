@@ -1,0 +1,328 @@
+--- The `:Amp {subcommand} [args]` command: a table of subcommands plus dispatch
+--- and completion. Other modules add subcommands with `M.register(name, spec)`.
+---
+--- A spec is `{ run = function(args), complete? = function(arglead, args) -> string[], desc? = string }`.
+--- `run` receives:
+---   args.fargs  the words after the subcommand
+---   args.text   the raw text after the subcommand (spacing kept)
+---   args.range, args.line1, args.line2, args.smods  as in |nvim_create_user_command()|
+local M = {}
+local H = {}
+
+---@class amp.CommandArgs
+---@field name string the subcommand
+---@field fargs string[] words after the subcommand
+---@field text string raw text after the subcommand
+---@field range integer 0, 1 or 2 (number of range items given)
+---@field line1 integer
+---@field line2 integer
+---@field smods table command modifiers (:vertical, :tab, ...)
+
+---@class amp.Subcommand
+---@field run fun(args: amp.CommandArgs)
+---@field complete? fun(arglead: string, args: string[]): string[]
+---@field desc? string
+
+---@type table<string, amp.Subcommand>
+M.commands = {}
+
+--- Add (or replace) a subcommand.
+---@param name string
+---@param spec amp.Subcommand
+function M.register(name, spec)
+  vim.validate("name", name, "string")
+  vim.validate("spec", spec, "table")
+  vim.validate("spec.run", spec.run, "function")
+  vim.validate("spec.complete", spec.complete, "function", true)
+  M.commands[name] = spec
+end
+
+--- Sorted names of every subcommand.
+---@return string[]
+function M.names()
+  local names = vim.tbl_keys(M.commands)
+  table.sort(names)
+  return names
+end
+
+--- Entry point of `:Amp` (the table given to the command callback).
+---@param cmd table see |nvim_create_user_command()|
+function M.run(cmd)
+  local name = cmd.fargs[1] or "status"
+  local spec = M.commands[name]
+  if not spec then
+    H.error(("amp: unknown subcommand %q. Valid subcommands: %s"):format(name, table.concat(M.names(), ", ")))
+    return
+  end
+  spec.run({
+    name = name,
+    fargs = vim.list_slice(cmd.fargs, 2),
+    text = (cmd.args or ""):match("^%s*%S+%s+(.-)%s*$") or "",
+    range = cmd.range or 0,
+    line1 = cmd.line1,
+    line2 = cmd.line2,
+    smods = cmd.smods or {},
+  })
+end
+
+--- Completion of `:Amp`: subcommand names, then the subcommand's own arguments.
+---@param arglead string
+---@param cmdline string
+---@param cursorpos integer
+---@return string[]
+function M.complete(arglead, cmdline, cursorpos)
+  local words = H.words_before_cursor(cmdline, cursorpos)
+  -- words[1] is the subcommand; the word under the cursor is `arglead`.
+  local index = #words + 1
+  if arglead ~= "" then
+    index = #words
+  end
+  if index <= 1 then
+    return H.filter(M.names(), arglead)
+  end
+  local spec = M.commands[words[1]]
+  if not spec or not spec.complete then
+    return {}
+  end
+  return H.filter(spec.complete(arglead, vim.list_slice(words, 1, index - 1)) or {}, arglead)
+end
+
+-- Subcommands ---------------------------------------------------------------
+
+M.register("start", {
+  desc = "start the server",
+  run = function()
+    local amp = require("amp")
+    if amp.is_running() then
+      H.info(("amp: the server is already running on port %s"):format(amp.status().port))
+      return
+    end
+    local ok, port = amp.start()
+    if ok then
+      H.info(("amp: server listening on 127.0.0.1:%s"):format(port))
+    end
+  end,
+})
+
+M.register("stop", {
+  desc = "stop the server and remove its lockfile",
+  run = function()
+    local amp = require("amp")
+    if not amp.is_running() then
+      H.info("amp: the server is not running")
+      return
+    end
+    if amp.stop() then
+      H.info("amp: server stopped")
+    end
+  end,
+})
+
+M.register("restart", {
+  desc = "stop and start the server",
+  run = function()
+    local ok, port = require("amp").restart()
+    if ok then
+      H.info(("amp: server listening on 127.0.0.1:%s"):format(port))
+    end
+  end,
+})
+
+M.register("status", {
+  desc = "show the server's state",
+  run = function()
+    H.info(H.status_text())
+  end,
+})
+
+M.register("log", {
+  desc = "open the log file in a split",
+  run = function(args)
+    local path = require("amp").get_config().log_file
+    if not vim.uv.fs_stat(path) then
+      H.warn(("amp: no log file yet at %s"):format(path))
+      return
+    end
+    vim.cmd.split({ args = { vim.fn.fnameescape(path) }, mods = args.smods })
+  end,
+})
+
+M.register("send", {
+  desc = "send {text} to the agent as a message",
+  complete = function(arglead)
+    return H.complete_mention(arglead)
+  end,
+  run = function(args)
+    if args.text == "" then
+      H.error("amp: usage: :Amp send {text}")
+      return
+    end
+    require("amp.message").send_message(args.text)
+  end,
+})
+
+M.register("prompt", {
+  desc = "append [text], or the lines of the range, to the agent's prompt",
+  complete = function(arglead)
+    return H.complete_mention(arglead)
+  end,
+  run = function(args)
+    local text = args.text
+    if text == "" and args.range > 0 then
+      text = table.concat(vim.api.nvim_buf_get_lines(0, args.line1 - 1, args.line2, false), "\n")
+    end
+    if text == "" then
+      H.error("amp: usage: :Amp prompt {text}, or :'<,'>Amp prompt for the selected lines")
+      return
+    end
+    require("amp.message").send_to_prompt(text)
+  end,
+})
+
+M.register("ref", {
+  desc = "append @file#Lx-Ly (the range, or the whole file) to the agent's prompt",
+  run = function(args)
+    local ref, err = H.file_reference(0, args)
+    if not ref then
+      H.error(err)
+      return
+    end
+    require("amp.message").send_to_prompt(ref)
+  end,
+})
+
+M.register("buffer", {
+  desc = "append the current buffer's text to the agent's prompt",
+  run = function()
+    local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
+    if text == "" then
+      H.error("amp: the buffer is empty")
+      return
+    end
+    require("amp.message").send_to_prompt(text)
+  end,
+})
+
+-- A buffer whose file changed on disk while it had unsaved changes
+-- (lua/amp/files.lua): compare, take the disk's text, or keep yours.
+M.register("diff", {
+  desc = "compare the buffer with the file on disk",
+  run = function()
+    H.report(require("amp.files").diff())
+  end,
+})
+
+M.register("take", {
+  desc = "replace the buffer with the file on disk",
+  run = function()
+    local mod, err = require("amp.native").load()
+    if not mod then
+      H.error(err)
+      return
+    end
+    H.report(require("amp.files").take(mod))
+  end,
+})
+
+M.register("keep", {
+  desc = "keep the buffer's text and write it over the file on disk",
+  run = function()
+    H.report(require("amp.files").keep())
+  end,
+})
+
+-- Helpers -------------------------------------------------------------------
+
+-- Shows the error of an `ok, err` result.
+function H.report(ok, err)
+  if not ok and err then
+    H.error(err)
+  end
+end
+
+--- `@path#L10-L20` for the range, `@path#L10` for one line, `@path` with no range.
+--- The path is relative to the cwd when the file is under it.
+---@return string|nil ref
+---@return string|nil err
+function H.file_reference(buf, args)
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" or vim.bo[buf].buftype ~= "" then
+    return nil, "amp: :Amp ref needs a buffer that is a file"
+  end
+  local path = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
+  path = vim.fs.relpath(vim.fn.getcwd(), path) or path
+  if args.range == 0 then
+    return "@" .. path, nil
+  end
+  if args.line1 == args.line2 then
+    return ("@%s#L%d"):format(path, args.line1), nil
+  end
+  return ("@%s#L%d-L%d"):format(path, args.line1, args.line2), nil
+end
+
+-- Words typed after `:Amp` and before the cursor (ranges and modifiers removed).
+function H.words_before_cursor(cmdline, cursorpos)
+  local line = cmdline:sub(1, cursorpos)
+  local ok, parsed = pcall(vim.api.nvim_parse_cmd, line, {})
+  if ok and parsed.args then
+    return parsed.args
+  end
+  local rest = line:match("Amp%s+(.*)$") or ""
+  return vim.split(vim.trim(rest), "%s+", { trimempty = true })
+end
+
+-- `@partial` completes to `@path` of files under the cwd.
+function H.complete_mention(arglead)
+  if arglead:sub(1, 1) ~= "@" then
+    return {}
+  end
+  return vim.tbl_map(function(file)
+    return "@" .. file
+  end, vim.fn.getcompletion(arglead:sub(2), "file"))
+end
+
+function H.filter(items, prefix)
+  return vim.tbl_filter(function(item)
+    return vim.startswith(item, prefix)
+  end, items)
+end
+
+function H.status_text()
+  local status = require("amp").status()
+  local native = require("amp.native")
+  local lines = {}
+  if status.running then
+    table.insert(lines, ("amp: running on 127.0.0.1:%s"):format(status.port))
+  else
+    table.insert(lines, "amp: not running")
+  end
+  local function add(label, value)
+    if value ~= nil and value ~= vim.NIL then
+      table.insert(lines, ("  %-10s %s"):format(label, value))
+    end
+  end
+  if status.running then
+    add("lockfile", status.lockfile)
+    add("workspace", table.concat(status.workspace_folders or {}, ", "))
+    add("clients", status.clients)
+  end
+  add("version", status.version)
+  add("library", native.library_path())
+  add("log", require("amp").get_config().log_file)
+  add("last error", status.last_error or "none")
+  return table.concat(lines, "\n")
+end
+
+function H.info(msg)
+  vim.notify(msg, vim.log.levels.INFO, { title = "amp" })
+end
+
+function H.warn(msg)
+  vim.notify(msg, vim.log.levels.WARN, { title = "amp" })
+end
+
+function H.error(msg)
+  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+end
+
+return M

@@ -1,0 +1,247 @@
+--- Options of amp.nvim-rs: defaults, validation and merging.
+---
+--- `require("amp").setup(opts)` calls `M.resolve(opts)`; the result is the merged,
+--- validated configuration that `amp.start()` turns into the native `start` options.
+--- See `:help amp-config`.
+local M = {}
+local H = {}
+
+---@class amp.ServerConfig
+---@field port integer 0 = let the OS choose a free port
+---@field port_range? integer[] { min, max }: try these ports in order (overrides `port`)
+---@field max_frame_bytes integer largest inbound message; bigger ones close the connection (1009)
+---@field max_clients integer simultaneous agent connections
+---@field send_queue integer outbound messages queued per client before it is dropped
+---@field ping_interval_ms integer WebSocket ping keepalive period
+---@field allowed_origins string[] `Origin` header values accepted (default: none)
+
+---@class amp.Config
+---@field auto_start boolean start the server in `setup()`
+---@field log_level "trace"|"debug"|"info"|"warn"|"error"
+---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
+---@field server amp.ServerConfig
+---@field selection { interval_ms: integer }
+
+---@type amp.Config
+M.defaults = {
+  -- Start the server as soon as `setup()` runs.
+  auto_start = true,
+  -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
+  log_level = "info",
+  -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
+  log_file = nil,
+  server = {
+    -- TCP port on 127.0.0.1; 0 lets the OS pick a free one.
+    port = 0,
+    -- { min, max }: try each port of the range in order (overrides `port`).
+    port_range = nil,
+    -- Largest inbound WebSocket message (bytes); a bigger one closes with 1009.
+    max_frame_bytes = 64 * 1024 * 1024,
+    -- Agents connected at the same time.
+    max_clients = 32,
+    -- Outbound messages queued per client.
+    send_queue = 1024,
+    -- WebSocket ping keepalive period (milliseconds).
+    ping_interval_ms = 30000,
+    -- `Origin` header values accepted; any other Origin is refused (403).
+    allowed_origins = {},
+  },
+  selection = {
+    -- Debounce of selection updates sent to the agent (milliseconds).
+    interval_ms = 10,
+  },
+}
+
+M.log_levels = { "trace", "debug", "info", "warn", "error" }
+
+--- Merge `user` over the defaults and validate the result.
+---@param user? table
+---@return amp.Config|nil config
+---@return string|nil err a readable message naming the option, e.g.
+---  "amp.setup: server.max_clients must be a positive integer, got -1"
+---@return string|nil warning options that were ignored, if any
+function M.resolve(user)
+  if user ~= nil and type(user) ~= "table" then
+    return nil, ("amp.setup: options must be a table, got %s"):format(H.show(user))
+  end
+  user = user or {}
+  -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
+  for _, key in ipairs({ "server", "selection" }) do
+    if user[key] ~= nil and type(user[key]) ~= "table" then
+      return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
+    end
+  end
+  -- amp.nvim (Lua) takes `port_range` at the top level; accept it there too.
+  if user.port_range ~= nil and not (user.server and user.server.port_range ~= nil) then
+    user = vim.deepcopy(user)
+    user.server = user.server or {}
+    user.server.port_range = user.port_range
+    user.port_range = nil
+  end
+  local config = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), user)
+  -- Lists replace the default instead of being merged index by index.
+  for _, key in ipairs({ "port_range", "allowed_origins" }) do
+    if user.server and user.server[key] ~= nil then
+      config.server[key] = vim.deepcopy(user.server[key])
+    end
+  end
+  local ok, err = M.validate(config)
+  if not ok then
+    return nil, err
+  end
+  local warning
+  local unknown = M.unknown(config)
+  if #unknown > 0 then
+    warning = ("amp.setup: ignoring unknown option%s %s (see :help amp-config)"):format(
+      #unknown > 1 and "s" or "",
+      table.concat(unknown, ", ")
+    )
+  end
+  return H.normalize(config), nil, warning
+end
+
+--- Validate a full configuration table (defaults already merged in).
+---@param config table
+---@return boolean ok
+---@return string|nil err
+function M.validate(config)
+  local checks = {
+    { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
+    { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
+    { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
+    { "server.port", config.server.port, H.is_port_or_zero, "an integer between 0 and 65535" },
+    {
+      "server.port_range",
+      config.server.port_range,
+      H.optional(H.is_port_range),
+      "nil or { min, max } with 1 <= min <= max <= 65535",
+    },
+    -- Bounds (min/max) are those the native side accepts.
+    { "server.max_frame_bytes", config.server.max_frame_bytes, H.is_positive_int, "a positive integer", 1024, 4294967295 },
+    { "server.max_clients", config.server.max_clients, H.is_positive_int, "a positive integer", 1, 10000 },
+    { "server.send_queue", config.server.send_queue, H.is_positive_int, "a positive integer", 1, 1000000 },
+    { "server.ping_interval_ms", config.server.ping_interval_ms, H.is_positive_int, "a positive integer", 100, 3600000 },
+    { "server.allowed_origins", config.server.allowed_origins, H.is_string_list, "a list of strings" },
+    { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
+  }
+  for _, check in ipairs(checks) do
+    local name, value, predicate, expected, min, max = unpack(check, 1, 6)
+    if not predicate(value) then
+      return false, ("amp.setup: %s must be %s, got %s"):format(name, expected, H.show(value))
+    end
+    if min and value < min then
+      return false, ("amp.setup: %s must be at least %d, got %s"):format(name, min, H.show(value))
+    end
+    if max and value > max then
+      return false, ("amp.setup: %s must be at most %d, got %s"):format(name, max, H.show(value))
+    end
+  end
+  return true, nil
+end
+
+--- Options in `config` that amp.nvim-rs does not know (they are ignored).
+---@param config table
+---@return string[] names, e.g. { "server.prot" }
+function M.unknown(config)
+  return H.unknown_keys(config, M.defaults, "")
+end
+
+-- Helpers -------------------------------------------------------------------
+
+-- Keys that a table may hold besides those in the defaults (their default is nil).
+H.optional_keys = { log_file = true, ["server.port_range"] = true }
+
+function H.unknown_keys(tbl, defaults, prefix)
+  local found = {}
+  for key, value in pairs(tbl) do
+    local name = prefix .. tostring(key)
+    local default = defaults[key]
+    if default == nil and not H.optional_keys[name] then
+      table.insert(found, name)
+    elseif type(default) == "table" and not vim.islist(default) and type(value) == "table" then
+      vim.list_extend(found, H.unknown_keys(value, default, name .. "."))
+    end
+  end
+  table.sort(found)
+  return found
+end
+
+function H.normalize(config)
+  if config.log_file == nil then
+    config.log_file = vim.fs.joinpath(vim.fn.stdpath("log"), "amp.log")
+  end
+  config.log_file = vim.fn.fnamemodify(vim.fs.normalize(config.log_file), ":p")
+  config.log_level = config.log_level:lower()
+  local range = config.server.port_range
+  if range ~= nil then
+    config.server.port_range = { range.min or range[1], range.max or range[2] }
+  end
+  return config
+end
+
+function H.show(value)
+  if type(value) == "string" then
+    return ("%q"):format(value)
+  end
+  return vim.inspect(value, { newline = " ", indent = "" })
+end
+
+function H.optional(predicate)
+  return function(value)
+    return value == nil or predicate(value)
+  end
+end
+
+function H.is_boolean(value)
+  return type(value) == "boolean"
+end
+
+function H.is_integer(value)
+  return type(value) == "number" and value == math.floor(value) and value > -math.huge and value < math.huge
+end
+
+function H.is_positive_int(value)
+  return H.is_integer(value) and value > 0
+end
+
+function H.is_non_negative_int(value)
+  return H.is_integer(value) and value >= 0
+end
+
+function H.is_port_or_zero(value)
+  return H.is_integer(value) and value >= 0 and value <= 65535
+end
+
+function H.is_port(value)
+  return H.is_integer(value) and value >= 1 and value <= 65535
+end
+
+function H.is_port_range(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  local min, max = value.min or value[1], value.max or value[2]
+  return H.is_port(min) and H.is_port(max) and min <= max
+end
+
+function H.is_nonempty_string(value)
+  return type(value) == "string" and value ~= ""
+end
+
+function H.is_log_level(value)
+  return type(value) == "string" and vim.list_contains(M.log_levels, value:lower())
+end
+
+function H.is_string_list(value)
+  if type(value) ~= "table" or (next(value) ~= nil and not vim.islist(value)) then
+    return false
+  end
+  for _, item in ipairs(value) do
+    if type(item) ~= "string" then
+      return false
+    end
+  end
+  return true
+end
+
+return M

@@ -1,0 +1,204 @@
+--- `:checkhealth amp`
+local M = {}
+local H = {}
+
+local health = vim.health
+
+function M.check()
+  health.start("amp.nvim-rs: Neovim")
+  H.check_neovim()
+
+  health.start("amp.nvim-rs: native library")
+  local loaded = H.check_native()
+
+  health.start("amp.nvim-rs: server")
+  local status = nil
+  if loaded then
+    status = H.check_server()
+  else
+    health.error("cannot run without the native library (see above)")
+  end
+
+  health.start("amp.nvim-rs: lockfile")
+  H.check_lockfile(status)
+
+  health.start("amp.nvim-rs: optional tools")
+  H.check_node()
+end
+
+function H.check_neovim()
+  local v = vim.version()
+  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
+  if vim.fn.has("nvim-0.11") == 1 then
+    health.ok("Neovim " .. version)
+  else
+    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim 0.11 or newer"):format(version))
+  end
+end
+
+function H.check_native()
+  local native = require("amp.native")
+  local _, err = native.load()
+  if err then
+    health.error(err)
+    return false
+  end
+  health.ok("loaded " .. native.library_path())
+  local version, verr = native.call("version")
+  if verr then
+    health.error("the library has no working version(): " .. verr, {
+      ("rebuild it: cd %s && cargo build --release"):format(native.root()),
+    })
+    return false
+  end
+  health.ok("amp_core version " .. tostring(version))
+  local missing = {}
+  for _, name in ipairs({ "start", "stop", "status", "set_workspace_folders", "broadcast", "log" }) do
+    if type(native.load()[name]) ~= "function" then
+      table.insert(missing, name)
+    end
+  end
+  if #missing > 0 then
+    health.error("the library lacks: " .. table.concat(missing, ", "), {
+      ("it is out of date; rebuild it: cd %s && cargo build --release"):format(native.root()),
+    })
+    return false
+  end
+  return true
+end
+
+function H.check_server()
+  local amp = require("amp")
+  local status = amp.status()
+  if not status.running then
+    health.warn("the server is not running", {
+      "start it with :Amp start, or call require('amp').setup({ auto_start = true })",
+    })
+    if status.last_error then
+      health.error("last error: " .. status.last_error)
+    end
+    return status
+  end
+  health.ok(("listening on 127.0.0.1:%s"):format(status.port))
+  health.info("workspace folders: " .. table.concat(status.workspace_folders or {}, ", "))
+  local clients = tonumber(status.clients) or 0
+  if clients > 0 then
+    health.ok(("%d agent%s connected"):format(clients, clients == 1 and "" or "s"))
+  else
+    health.info("no agent connected: run `amp` in a terminal whose cwd is inside the workspace")
+  end
+  if status.last_error then
+    health.warn("last error: " .. status.last_error)
+  end
+  health.info("log file: " .. amp.get_config().log_file)
+  return status
+end
+
+function H.check_lockfile(status)
+  local dir = status and status.running and status.lockfile and vim.fs.dirname(status.lockfile) or H.lock_dir()
+  local stat = vim.uv.fs_stat(dir)
+  if not stat then
+    local parent = H.existing_parent(dir)
+    if parent and vim.uv.fs_access(parent, "W") then
+      health.info(("lock directory %s does not exist yet; it is created when the server starts"):format(dir))
+    else
+      health.error(("lock directory %s does not exist and cannot be created (%s is not writable)"):format(
+        dir,
+        parent or "no parent directory"
+      ))
+    end
+  elseif stat.type ~= "directory" then
+    health.error(("%s should be the lock directory but is a %s"):format(dir, stat.type))
+  elseif not vim.uv.fs_access(dir, "W") then
+    health.error(("lock directory %s is not writable"):format(dir))
+  else
+    local mode = stat.mode % 512
+    if mode % 64 ~= 0 then
+      health.warn(("lock directory %s has mode %o; expected 700 (other users can list it)"):format(dir, mode))
+    else
+      health.ok(("lock directory %s exists and is writable"):format(dir))
+    end
+  end
+
+  if not (status and status.running) then
+    health.info("no lockfile: the server is not running")
+    return
+  end
+  local path = status.lockfile
+  local fstat = path and vim.uv.fs_stat(path)
+  if not fstat then
+    health.error(("the lockfile %s is missing: agents cannot find this editor"):format(tostring(path)), {
+      "restart the server with :Amp restart",
+    })
+    return
+  end
+  local mode = fstat.mode % 512
+  if mode == 384 then -- 0600
+    health.ok(("lockfile %s (mode 600)"):format(path))
+  else
+    health.error(("lockfile %s has mode %o; expected 600 (it holds the auth token)"):format(path, mode))
+  end
+  H.check_lockfile_content(path, status)
+end
+
+function H.check_lockfile_content(path, status)
+  local fd = io.open(path, "r")
+  if not fd then
+    health.error("cannot read the lockfile " .. path)
+    return
+  end
+  local text = fd:read("*a")
+  fd:close()
+  local ok, data = pcall(vim.json.decode, text)
+  if not ok or type(data) ~= "table" then
+    health.error("the lockfile is not valid JSON: " .. path)
+    return
+  end
+  local missing = {}
+  for _, field in ipairs({ "port", "authToken", "pid", "workspaceFolders", "ideName" }) do
+    if data[field] == nil then
+      table.insert(missing, field)
+    end
+  end
+  if #missing > 0 then
+    health.error("the lockfile lacks " .. table.concat(missing, ", "))
+    return
+  end
+  if data.port ~= status.port then
+    health.error(("the lockfile says port %s, the server listens on %s"):format(data.port, status.port))
+  elseif data.pid ~= vim.fn.getpid() then
+    health.error(("the lockfile's pid %s is not this Neovim's (%d)"):format(data.pid, vim.fn.getpid()))
+  else
+    health.ok(("lockfile names %s, workspace %s"):format(data.ideName, table.concat(data.workspaceFolders, ", ")))
+  end
+end
+
+function H.check_node()
+  if vim.fn.executable("node") == 1 then
+    health.ok("node found: " .. vim.fn.exepath("node"))
+  else
+    health.warn("node not found on PATH", { "install Node.js 20 or newer (needed for OpenCtx providers)" })
+  end
+end
+
+-- Where lockfiles live: $AMP_DATA_HOME/amp/ide, $XDG_DATA_HOME/amp/ide, ~/.local/share/amp/ide.
+function H.lock_dir()
+  local base = vim.env.AMP_DATA_HOME
+  if not base or base == "" then
+    base = vim.env.XDG_DATA_HOME
+  end
+  if not base or base == "" then
+    base = vim.fs.joinpath(vim.uv.os_homedir() or "~", ".local", "share")
+  end
+  return vim.fs.joinpath(base, "amp", "ide")
+end
+
+function H.existing_parent(path)
+  for dir in vim.fs.parents(path) do
+    if vim.uv.fs_stat(dir) then
+      return dir
+    end
+  end
+end
+
+return M

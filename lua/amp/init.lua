@@ -1,0 +1,249 @@
+--- amp.nvim-rs: the Amp editor server for Neovim (Rust core, Lua shell).
+---
+--- Public API (see `:help amp-api`):
+---   require("amp").setup(opts)   validate + merge options, start if `auto_start`
+---   require("amp").start()       -> true, port | false, err
+---   require("amp").stop()        -> true | false, err
+---   require("amp").restart()     -> true, port | false, err
+---   require("amp").status()      -> { running, port, lockfile, workspace_folders, clients, last_error, version }
+---   require("amp").is_running()  -> boolean
+---   require("amp").get_config()  -> the merged configuration
+local M = {}
+local H = {}
+
+local native = require("amp.native")
+
+H.config = nil ---@type amp.Config?
+H.server_opts = nil ---@type table? options of the running server, to detect changes
+H.last_error = nil ---@type string? last error seen on the Lua side
+H.reported = {} ---@type table<string, true> errors already shown for automatic actions
+H.augroup = nil ---@type integer?
+
+--- Configure the plugin. Safe to call again: autocmds are not duplicated, and a
+--- running server is restarted only if its options changed.
+--- Raises an error naming the option when `opts` is invalid.
+---@param opts? table see `:help amp-config`
+function M.setup(opts)
+  local config, err, warning = require("amp.config").resolve(opts)
+  if not config then
+    error(err, 2)
+  end
+  if warning then
+    vim.notify(warning, vim.log.levels.WARN, { title = "amp" })
+  end
+  H.config = config
+  H.create_autocmds()
+
+  if M.is_running() then
+    if not vim.deep_equal(H.server_opts, H.server_part(config)) then
+      M.restart()
+    end
+  elseif config.auto_start then
+    H.start({ automatic = true })
+  end
+end
+
+--- Start the server (uses the defaults if `setup()` was never called).
+--- The native side fires `User AmpServerStarted` (`data = { port, lockfile }`)
+--- once the lockfile is written.
+---@return boolean ok
+---@return integer|string port_or_err the port, or the error message
+function M.start()
+  return H.start({ automatic = false })
+end
+
+--- Stop the server and remove its lockfile. Idempotent.
+--- The native side fires `User AmpServerStopped` (`data = { port }`) if it was running.
+---@return boolean ok
+---@return string|nil err
+function M.stop()
+  if not native.loaded() then
+    return true, nil -- the library never loaded, so no server can be running
+  end
+  H.detach_features()
+  local _, err = native.call("stop")
+  H.server_opts = nil
+  if err then
+    H.fail(err, false)
+    return false, err
+  end
+  return true, nil
+end
+
+--- Stop, then start again (picking up the current options and cwd).
+---@return boolean ok
+---@return integer|string port_or_err
+function M.restart()
+  local ok, err = M.stop()
+  if not ok then
+    return false, err
+  end
+  return M.start()
+end
+
+--- The native status table, or `{ running = false, last_error = ... }` when the
+--- library cannot be loaded.
+---@return { running: boolean, port?: integer, lockfile?: string, workspace_folders?: string[], clients?: integer, last_error?: string, version?: string }
+function M.status()
+  local status, err = native.call("status")
+  if err or type(status) ~= "table" then
+    return { running = false, last_error = err or H.last_error }
+  end
+  status.running = status.running == true
+  if status.last_error == nil or status.last_error == vim.NIL then
+    status.last_error = H.last_error
+  end
+  return status
+end
+
+---@return boolean
+function M.is_running()
+  if not native.loaded() then
+    return false
+  end
+  return M.status().running
+end
+
+--- The merged configuration (defaults when `setup()` was not called).
+---@return amp.Config
+function M.get_config()
+  return H.get_config()
+end
+
+-- Helpers -------------------------------------------------------------------
+
+function H.get_config()
+  if not H.config then
+    H.config = assert(require("amp.config").resolve({}))
+  end
+  return H.config
+end
+
+function H.start(how)
+  local config = H.get_config()
+  H.create_autocmds()
+  if M.is_running() then
+    local status = M.status()
+    return true, status.port
+  end
+
+  local version, verr = native.call("version")
+  if verr then
+    H.fail(verr, how.automatic)
+    return false, verr
+  end
+  local opts = H.native_opts(config, version)
+  local result, err = native.call("start", opts)
+  if err or type(result) ~= "table" then
+    err = "amp: failed to start the server: " .. (err or "start() returned no port")
+    H.fail(err, how.automatic)
+    return false, err
+  end
+  H.server_opts = H.server_part(config)
+  H.last_error = nil
+  H.attach_features(how.automatic)
+  return true, result.port
+end
+
+--- The options given to native `start` (see docs/architecture.md).
+function H.native_opts(config, version)
+  local v = vim.version()
+  local server = config.server
+  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+  return {
+    ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch),
+    workspace_folders = { vim.fn.getcwd() },
+    port = server.port,
+    port_range = server.port_range,
+    max_frame_bytes = server.max_frame_bytes,
+    max_clients = server.max_clients,
+    send_queue = server.send_queue,
+    ping_interval_ms = server.ping_interval_ms,
+    allowed_origins = server.allowed_origins,
+    plugin_version = version,
+    plugin_directory = native.root(),
+    log_file = config.log_file,
+    log_level = config.log_level,
+    selection_interval_ms = config.selection.interval_ms,
+  }
+end
+
+-- The part of the configuration a running server depends on.
+function H.server_part(config)
+  return vim.deepcopy({
+    server = config.server,
+    selection = config.selection,
+    log_file = config.log_file,
+    log_level = config.log_level,
+  })
+end
+
+-- Modules that feed editor events to the running server: each has
+-- `attach(native_module)` and `detach()`.
+H.features = { "amp.context", "amp.files" }
+
+function H.attach_features(automatic)
+  local mod = native.load()
+  for _, name in ipairs(H.features) do
+    local ok, err = pcall(function()
+      require(name).attach(mod)
+    end)
+    if not ok then
+      H.fail(("amp: %s could not start: %s"):format(name, err), automatic)
+    end
+  end
+end
+
+function H.detach_features()
+  for _, name in ipairs(H.features) do
+    local ok, feature = pcall(require, name)
+    if ok and type(feature.detach) == "function" then
+      pcall(feature.detach)
+    end
+  end
+end
+
+function H.create_autocmds()
+  if H.augroup then
+    return
+  end
+  H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = H.augroup,
+    desc = "amp: stop the server and remove its lockfile",
+    callback = function()
+      M.stop()
+    end,
+  })
+  vim.api.nvim_create_autocmd("DirChanged", {
+    group = H.augroup,
+    desc = "amp: update the lockfile's workspace folders",
+    callback = function()
+      if not M.is_running() then
+        return
+      end
+      local _, err = native.call("set_workspace_folders", { vim.fn.getcwd() })
+      if err then
+        H.fail("amp: could not update the workspace folders: " .. err, true)
+      end
+    end,
+  })
+end
+
+--- Show an error. Errors of automatic actions (auto_start, DirChanged) are shown
+--- once per session; errors of explicit calls every time.
+function H.fail(msg, automatic)
+  H.last_error = msg
+  if native.loaded() then
+    native.call("log", "error", msg)
+  end
+  if automatic then
+    if H.reported[msg] then
+      return
+    end
+    H.reported[msg] = true
+  end
+  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+end
+
+return M

@@ -1,0 +1,47 @@
+--- Messages from the editor to the connected agent (amp.nvim compatible).
+---
+---   require("amp.message").send_message("explain this file")   -- userSentMessage
+---   require("amp.message").send_to_prompt("@src/main.rs#L10")  -- appendToPrompt
+local M = {}
+local H = {}
+
+--- Send a message to the agent as if the user typed and submitted it.
+---@param message string
+---@return boolean ok
+---@return string|nil reason why nothing was sent
+function M.send_message(message)
+  return H.broadcast("userSentMessage", message)
+end
+
+--- Append text to the agent's prompt without submitting it.
+---@param message string
+---@return boolean ok
+---@return string|nil reason why nothing was sent
+function M.send_to_prompt(message)
+  return H.broadcast("appendToPrompt", message)
+end
+
+function H.broadcast(name, message)
+  if type(message) ~= "string" or message == "" then
+    return H.refuse("amp: nothing to send (empty message)")
+  end
+  local amp = require("amp")
+  if not amp.is_running() then
+    return H.refuse("amp: the server is not running (start it with :Amp start)")
+  end
+  local reached, err = require("amp.native").call("broadcast", name, { message = message })
+  if err then
+    return H.refuse("amp: could not send the message: " .. err)
+  end
+  if type(reached) ~= "number" or reached < 1 then
+    return H.refuse("amp: no agent is connected (run `amp` in a terminal in this workspace)")
+  end
+  return true, nil
+end
+
+function H.refuse(reason)
+  vim.notify(reason, vim.log.levels.WARN, { title = "amp" })
+  return false, reason
+end
+
+return M

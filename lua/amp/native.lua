@@ -1,0 +1,126 @@
+--- Finds and loads the Rust core (`amp_core`) and calls into it.
+---
+--- The library is loaded with `package.loadlib` from a fixed list of paths inside
+--- the plugin directory, never through `package.cpath`, so a stale copy elsewhere
+--- on the system cannot be picked up by accident.
+---
+--- Every native function returns `{ ok = true, value = ... }` or
+--- `{ ok = false, err = "..." }` (see docs/architecture.md); `M.call` turns that
+--- into `value` or `nil, err`.
+local M = {}
+local H = {}
+
+-- Relative to the plugin root, in the order they are tried.
+M.candidates = {
+  "target/release/libamp_core.so",
+  "target/release/libamp_core.dylib",
+  "target/debug/libamp_core.so",
+  "lua/amp_core.so",
+}
+
+H.root = nil ---@type string?
+H.module = nil ---@type table?
+H.path = nil ---@type string?
+
+--- The plugin's root directory (the one holding `lua/`, `plugin/`, `target/`).
+---@return string
+function M.root()
+  if not H.root then
+    local source = debug.getinfo(1, "S").source:gsub("^@", "")
+    local file = vim.uv.fs_realpath(source) or vim.fn.fnamemodify(source, ":p")
+    -- <root>/lua/amp/native.lua -> <root>
+    H.root = vim.fs.dirname(vim.fs.dirname(vim.fs.dirname(file)))
+  end
+  return H.root
+end
+
+--- Path of the loaded library, or nil when it is not loaded (yet).
+---@return string|nil
+function M.library_path()
+  return H.path
+end
+
+--- Whether the library has been loaded in this session (does not try to load it).
+---@return boolean
+function M.loaded()
+  return H.module ~= nil
+end
+
+--- Load the library (once; later calls return the cached module).
+--- A failure is not cached: building the library and calling again works.
+---@return table|nil module
+---@return string|nil err
+function M.load()
+  if H.module then
+    return H.module, nil
+  end
+  local root = M.root()
+  local looked, failures = {}, {}
+  for _, rel in ipairs(M.candidates) do
+    local path = vim.fs.joinpath(root, rel)
+    table.insert(looked, path)
+    if vim.uv.fs_stat(path) then
+      local loader, err = package.loadlib(path, "luaopen_amp_core")
+      if loader then
+        local ok, mod = pcall(loader)
+        if ok and type(mod) == "table" then
+          H.module, H.path = mod, path
+          return mod, nil
+        end
+        err = ok and ("luaopen_amp_core returned %s"):format(type(mod)) or tostring(mod)
+      end
+      err = tostring(err)
+      table.insert(failures, vim.startswith(err, path) and err or ("%s: %s"):format(path, err))
+    end
+  end
+  local msg = ("amp.nvim: native library not found (looked in %s). Build it: cd %s && cargo build --release"):format(
+    table.concat(looked, ", "),
+    root
+  )
+  if #failures > 0 then
+    msg = msg .. "\nFailed to load: " .. table.concat(failures, "; ")
+  end
+  return nil, msg
+end
+
+--- Call a native function.
+--- Returns its value, or `nil, err`. A function whose value is nil (e.g. `stop`)
+--- returns `nil, nil` on success, so check the second result.
+---@param name string
+---@return any value
+---@return string|nil err
+function M.call(name, ...)
+  local mod, err = M.load()
+  if not mod then
+    return nil, err
+  end
+  local fn = mod[name]
+  if type(fn) ~= "function" then
+    return nil,
+      ("amp.nvim: the native library (%s) has no function %q; it may be out of date. Rebuild: cd %s && cargo build --release"):format(
+        H.path,
+        name,
+        M.root()
+      )
+  end
+  local ok, res = pcall(fn, ...)
+  if not ok then
+    return nil, ("amp.nvim: %s() failed: %s"):format(name, tostring(res))
+  end
+  if type(res) ~= "table" then
+    return nil, ("amp.nvim: %s() returned %s instead of a result table"):format(name, type(res))
+  end
+  if res.ok then
+    return H.denil(res.value), nil
+  end
+  return nil, H.denil(res.err) or ("amp.nvim: %s() failed"):format(name)
+end
+
+function H.denil(value)
+  if value == vim.NIL then
+    return nil
+  end
+  return value
+end
+
+return M

@@ -1,0 +1,238 @@
+""":Amp subcommands, the message API, User events and :checkhealth amp.
+
+Real headless Neovim running the commands, real WebSocket clients receiving
+what they send.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from conftest import port_accepts
+from context_helpers import (QUIET, WAIT, connect_recorder, events, feed, install_event_log,
+                             wait_event, wait_nvim, write)
+
+SUBCOMMANDS = {"start", "stop", "restart", "status", "log", "send", "prompt", "ref", "buffer"}
+LINES = ["first line", "second é→😀 line", "\tthird line", "fourth", "fifth"]
+TEXT = "\n".join(LINES) + "\n"
+EVENTS = ["AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected"]
+
+
+def ready_client(ed):
+    """A connected client that has received its first frame (so the server counts it)."""
+    rec = connect_recorder(ed)
+    rec.wait_note(lambda n: n.name == "pluginMetadata", "pluginMetadata")
+    return rec
+
+
+def status(ed):
+    return ed.lua("return require('amp').status()")
+
+
+def command_output(ed, cmd):
+    return ed.nvim.api.exec2(cmd, {"output": True})["output"]
+
+
+# ------------------------------------------------------------ messages
+
+
+def test_amp_send_reaches_every_client_as_user_sent_message(nvim_factory):
+    ed = nvim_factory()
+    one, two = ready_client(ed), ready_client(ed)
+    m1, m2 = one.mark(), two.mark()
+    ed.nvim.command("Amp send hello")
+    one.wait_payload("userSentMessage", {"message": "hello"}, since=m1)
+    two.wait_payload("userSentMessage", {"message": "hello"}, since=m2)
+
+    m1 = one.mark()
+    ed.nvim.command("Amp send explain é→😀 please")
+    one.wait_payload("userSentMessage", {"message": "explain é→😀 please"}, since=m1)
+
+
+def test_amp_prompt_with_text_and_with_a_range(nvim_factory):
+    ed = nvim_factory()
+    a = write(ed, "a.txt", TEXT)
+    ed.edit(a)
+    rec = ready_client(ed)
+
+    m = rec.mark()
+    ed.nvim.command("2,3Amp prompt")
+    rec.wait_payload("appendToPrompt", {"message": LINES[1] + "\n" + LINES[2]}, since=m)
+
+    m = rec.mark()
+    ed.nvim.command("Amp prompt look at this")
+    rec.wait_payload("appendToPrompt", {"message": "look at this"}, since=m)
+
+
+def test_amp_ref_sends_a_path_relative_to_the_cwd_with_lines(nvim_factory):
+    ed = nvim_factory()
+    p = write(ed, "sub dir/ref file.txt", TEXT)
+    ed.edit(p)
+    rec = ready_client(ed)
+
+    m = rec.mark()
+    ed.nvim.command("2,3Amp ref")
+    rec.wait_payload("appendToPrompt", {"message": "@sub dir/ref file.txt#L2-L3"}, since=m)
+
+    m = rec.mark()
+    ed.nvim.command("5Amp ref")
+    rec.wait_payload("appendToPrompt", {"message": "@sub dir/ref file.txt#L5"}, since=m)
+
+
+def test_amp_buffer_sends_the_whole_buffer_as_it_is_now(nvim_factory):
+    ed = nvim_factory()
+    a = write(ed, "a.txt", TEXT)
+    ed.edit(a)
+    feed(ed, "ggIedited <Esc>")  # unsaved: the buffer, not the file on disk
+    wait_nvim(ed, "getline(1)", "edited first line")
+    rec = ready_client(ed)
+
+    m = rec.mark()
+    ed.nvim.command("Amp buffer")
+    rec.wait_payload("appendToPrompt", {"message": "\n".join(["edited first line"] + LINES[1:])}, since=m)
+
+
+def test_message_api_returns_false_without_a_client(nvim_factory):
+    ed = nvim_factory()
+    send = """
+        local ok, reason = require("amp.message")[...]("from the api")
+        return { ok = ok, reason = reason == nil and vim.NIL or reason }
+    """
+    for fn in ("send_message", "send_to_prompt"):
+        r = ed.lua(send, fn)
+        assert r["ok"] is False, (fn, r)
+        assert isinstance(r["reason"], str) and r["reason"].strip(), (fn, r)
+
+    rec = ready_client(ed)
+    m = rec.mark()
+    r = ed.lua(send, "send_message")
+    assert r == {"ok": True, "reason": None}, r
+    rec.wait_payload("userSentMessage", {"message": "from the api"}, since=m)
+    r = ed.lua(send, "send_to_prompt")
+    assert r == {"ok": True, "reason": None}, r
+    rec.wait_payload("appendToPrompt", {"message": "from the api"}, since=m)
+
+    rec.client.close()
+    deadline = time.monotonic() + WAIT
+    while status(ed).get("clients") != 0:
+        assert time.monotonic() < deadline, f"the client was not dropped: {status(ed)!r}"
+        time.sleep(0.05)
+    r = ed.lua(send, "send_message")
+    assert r["ok"] is False and isinstance(r["reason"], str), r
+
+
+# ------------------------------------------------------- server lifecycle
+
+
+def test_amp_stop_removes_the_lockfile_and_amp_start_writes_a_new_one(nvim_factory):
+    ed = nvim_factory()
+    path, lock = ed.wait_lockfile()
+    assert status(ed)["running"] is True
+
+    ed.nvim.command("Amp stop")
+    deadline = time.monotonic() + WAIT
+    while path.exists():
+        assert time.monotonic() < deadline, f"{path} still exists after :Amp stop"
+        time.sleep(0.05)
+    assert ed.own_lockfiles() == {}
+    st = status(ed)
+    assert st["running"] is False, st
+    assert not port_accepts(lock["port"]), "the old port still accepts connections"
+
+    ed.nvim.command("Amp start")
+    new_path, new_lock = ed.wait_lockfile()
+    st = status(ed)
+    assert st["running"] is True and st["port"] == new_lock["port"], (st, new_lock)
+    assert st["lockfile"] == str(new_path), (st, new_path)
+    assert new_lock["authToken"] and new_lock["pid"] == ed.pid
+    rec = ready_client(ed)  # the new server answers
+    assert rec.closed is None
+
+
+def test_amp_status_reports_without_error(nvim_factory):
+    ed = nvim_factory()
+    port = ed.lock["port"]
+    out = command_output(ed, "Amp status")
+    assert "running" in out and str(port) in out, out
+    ed.nvim.command("Amp stop")
+    out = command_output(ed, "Amp status")
+    assert "not running" in out, out
+    out = command_output(ed, "Amp")  # no subcommand: the status
+    assert "not running" in out, out
+
+
+def test_completion_lists_the_subcommands(nvim_factory):
+    ed = nvim_factory()
+    got = ed.nvim.funcs.getcompletion("Amp ", "cmdline")
+    assert SUBCOMMANDS <= set(got), got
+    assert sorted(ed.nvim.funcs.getcompletion("Amp st", "cmdline")) == ["start", "status", "stop"]
+    assert ed.nvim.funcs.getcompletion("Amp re", "cmdline") == ["ref", "restart"]
+
+
+# ------------------------------------------------------------ User events
+
+
+def test_user_events_fire_with_data(nvim_factory):
+    ed = nvim_factory()
+    path, lock = ed.wait_lockfile()
+    install_event_log(ed, EVENTS)
+
+    rec = ready_client(ed)
+    connected = wait_event(ed, "AmpClientConnected")
+    assert isinstance(connected["data"], dict) and connected["data"], connected
+
+    n = len(events(ed))
+    rec.client.close()
+    disconnected = wait_event(ed, "AmpClientDisconnected", since=n)
+    assert isinstance(disconnected["data"], dict) and disconnected["data"], disconnected
+
+    n = len(events(ed))
+    ed.nvim.command("Amp stop")
+    stopped = wait_event(ed, "AmpServerStopped", since=n)
+    assert stopped["data"]["port"] == lock["port"], stopped
+
+    n = len(events(ed))
+    ed.nvim.command("Amp start")
+    new_path, new_lock = ed.wait_lockfile()
+    started = wait_event(ed, "AmpServerStarted", since=n)
+    assert started["data"]["port"] == new_lock["port"], started
+    assert started["data"]["lockfile"] == str(new_path), started
+
+    time.sleep(QUIET)
+    matches = [e["match"] for e in events(ed)]
+    assert matches.count("AmpServerStarted") == 1, f"one start, events: {events(ed)!r}"
+    assert matches.count("AmpServerStopped") == 1, f"one stop, events: {events(ed)!r}"
+    assert matches.count("AmpClientConnected") == 1, f"one connection, events: {events(ed)!r}"
+    assert matches.count("AmpClientDisconnected") == 1, f"one disconnection, events: {events(ed)!r}"
+
+
+# ------------------------------------------------------------ checkhealth
+
+
+def health_lines(ed):
+    ed.nvim.command("checkhealth amp")
+    assert ed.nvim.eval("&filetype") == "checkhealth"
+    return ed.nvim.api.buf_get_lines(0, 0, -1, False)
+
+
+def ok_line(lines, pattern):
+    return any(re.search(r"\bOK\b", l) and re.search(pattern, l) for l in lines)
+
+
+def test_checkhealth_reports_ok_and_names_the_problem_when_stopped(nvim_factory):
+    ed = nvim_factory()
+    path, lock = ed.wait_lockfile()
+    lines = health_lines(ed)
+    report = "\n".join(lines)
+    assert ok_line(lines, r"libamp_core\.so"), report
+    assert ok_line(lines, re.escape(f"127.0.0.1:{lock['port']}")), report
+    assert ok_line(lines, re.escape(str(path)) + r".*600"), report
+    assert not any(re.search(r"\bERROR\b", l) for l in lines), report
+
+    ed.nvim.command("Amp stop")
+    lines = health_lines(ed)
+    report = "\n".join(lines)
+    assert ok_line(lines, r"libamp_core\.so"), report
+    assert any(re.search(r"\b(WARNING|ERROR)\b", l) and "not running" in l for l in lines), report
+    assert not ok_line(lines, r"listening on"), report

@@ -1,0 +1,262 @@
+"""readFile and editFile against real buffers and real files."""
+
+import os
+import stat
+
+import pytest
+
+
+@pytest.fixture
+def ed(nvim_factory, env_factory):
+    env = env_factory("proj ✓ é")
+    return nvim_factory(_env=env)
+
+
+@pytest.fixture
+def c(ed):
+    return ed.connect()
+
+
+def make(ed, rel, data: bytes, mode=None):
+    p = ed.env.workspace / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    if mode is not None:
+        os.chmod(p, mode)
+    return p
+
+
+def ok_read(result, content):
+    assert result.get("success") is True, result
+    assert result.get("content") == content, result
+    assert result.get("encoding") == "utf-8", result
+
+
+def ok_edit(result):
+    assert result.get("success") is True, result
+    assert result.get("appliedChanges") is True, result
+    assert isinstance(result.get("message"), str), result
+
+
+def failed(result):
+    assert result.get("success") is False, result
+    assert isinstance(result.get("message"), str) and result["message"], result
+
+
+# ---------------------------------------------------------------- readFile
+
+
+def test_read_from_disk(ed, c):
+    p = make(ed, "dé mo ✓ file.txt", "line1\nlïne2 😀\n".encode())
+    ok_read(c.call("readFile", {"path": str(p)}), "line1\nlïne2 😀\n")
+
+
+def test_read_quick_reference_dialect(ed, c):
+    p = make(ed, "qr.txt", b"# Amp\n")
+    resp = c.request_qr("readFile", {"path": str(p)})
+    assert "error" not in resp, resp
+    ok_read(resp["result"], "# Amp\n")
+
+
+def test_read_exact_bytes_without_final_newline(ed, c):
+    p = make(ed, "nonl.txt", b"no newline at end")
+    ok_read(c.call("readFile", {"path": str(p)}), "no newline at end")
+
+
+def test_read_relative_path_resolves_against_workspace(ed, c):
+    make(ed, "sub dir/rel é.txt", b"relative\n")
+    ok_read(c.call("readFile", {"path": "sub dir/rel é.txt"}), "relative\n")
+
+
+def test_read_returns_unsaved_buffer_text(ed, c):
+    p = make(ed, "unsaved.txt", b"on disk\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["alpha", "beta ✓"]
+    ok_read(c.call("readFile", {"path": str(p)}), "alpha\nbeta ✓\n")
+    # reading does not save
+    assert p.read_bytes() == b"on disk\n"
+    assert ed.nvim.current.buffer.options["modified"] is True
+
+
+def test_read_buffer_open_in_background(ed, c):
+    p = make(ed, "bg.txt", b"disk\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["buffer text"]
+    ed.nvim.command("set hidden")
+    ed.nvim.command("enew")  # p stays loaded (hidden) with its unsaved change
+    ok_read(c.call("readFile", {"path": str(p)}), "buffer text\n")
+
+
+def test_read_crlf_buffer_gives_crlf(ed, c):
+    p = make(ed, "dos ✓.txt", b"a\r\nb\r\n")
+    ed.edit(p)
+    assert ed.nvim.current.buffer.options["fileformat"] == "dos"
+    ed.nvim.current.buffer[1] = "c"
+    ok_read(c.call("readFile", {"path": str(p)}), "a\r\nc\r\n")
+
+
+def test_read_missing_file(ed, c):
+    failed(c.call("readFile", {"path": str(ed.env.workspace / "nope ✗.txt")}))
+
+
+# ---------------------------------------------------------------- editFile
+
+
+def _undo_in(ed, path):
+    bufnr = ed.bufnr(path)
+    assert bufnr > 0, f"no buffer for {path}"
+    ed.nvim.command(f"buffer {bufnr}")
+    ed.nvim.command("undo")
+    return ed.nvim.current.buffer[:]
+
+
+def test_edit_full_content_file_not_open(ed, c):
+    p = make(ed, "dé mo.txt", b"one\ntwo\nthree\n")
+    new = "ONE\ntwo\nTHREE ✓\n"
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": new}))
+    assert p.read_bytes() == new.encode()
+    assert ed.buf_lines(p) == ["ONE", "two", "THREE ✓"]
+    # ONE undo step restores the previous text
+    assert _undo_in(ed, p) == ["one", "two", "three"]
+
+
+def test_edit_full_content_open_buffer_with_unsaved_changes(ed, c):
+    p = make(ed, "open ✓.txt", b"a\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["x", "y", "z"]
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": "new1\ny\nnew3\n"}))
+    assert ed.buf_lines(p) == ["new1", "y", "new3"]
+    assert p.read_bytes() == b"new1\ny\nnew3\n"
+    assert _undo_in(ed, p) == ["x", "y", "z"]
+
+
+def test_edit_range_on_disk_file_byte_offsets(ed, c):
+    p = make(ed, "range é.txt", "hello wörld\n".encode())
+    # "hello " is 6 bytes, "wörld" is 6 bytes
+    ok_edit(c.call("editFile", {"path": str(p), "start": 6, "end": 12, "newText": "thére"}))
+    assert p.read_bytes() == "hello thére\n".encode()
+    assert ed.buf_lines(p) == ["hello thére"]
+    assert _undo_in(ed, p) == ["hello wörld"]
+
+
+def test_edit_range_uses_unsaved_buffer_text(ed, c):
+    p = make(ed, "buf range.txt", b"zzz\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["abc é", "def"]
+    # current text "abc é\ndef\n": é is bytes 4..6
+    ok_edit(c.call("editFile", {"path": str(p), "start": 4, "end": 6, "newText": "E\nnew"}))
+    assert ed.buf_lines(p) == ["abc E", "new", "def"]
+    assert p.read_bytes() == b"abc E\nnew\ndef\n"
+    assert _undo_in(ed, p) == ["abc é", "def"]
+
+
+def test_edit_range_quick_reference_dialect(ed, c):
+    p = make(ed, "qr edit.txt", b"first\nsecond\nthird\n")
+    # replace "st\nsec" (bytes 3..9) with "-"
+    resp = c.request_qr("editFile", {"path": str(p), "start": 3, "end": 9, "newText": "-"})
+    assert "error" not in resp, resp
+    ok_edit(resp["result"])
+    assert p.read_bytes() == b"fir-ond\nthird\n"
+    assert ed.buf_lines(p) == ["fir-ond", "third"]
+
+
+def test_edit_range_append_at_end(ed, c):
+    p = make(ed, "append.txt", b"abc\n")
+    ok_edit(c.call("editFile", {"path": str(p), "start": 4, "end": 4, "newText": "d\n"}))
+    assert p.read_bytes() == b"abc\nd\n"
+    assert ed.buf_lines(p) == ["abc", "d"]
+
+
+def test_edit_relative_path(ed, c):
+    p = make(ed, "sub dir/rel ✓.txt", b"old\n")
+    ok_edit(c.call("editFile", {"path": "sub dir/rel ✓.txt", "fullContent": "new\n"}))
+    assert p.read_bytes() == b"new\n"
+
+
+def test_edit_keeps_file_mode(ed, c):
+    p = make(ed, "run me.sh", b"#!/bin/sh\necho hi\n", mode=0o755)
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": "#!/bin/sh\necho bye\n"}))
+    assert p.read_bytes() == b"#!/bin/sh\necho bye\n"
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o755
+    ok_edit(c.call("editFile", {"path": str(p), "start": 15, "end": 18, "newText": "ciao"}))
+    assert p.read_bytes() == b"#!/bin/sh\necho ciao\n"
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o755
+
+
+def test_edit_keeps_private_mode(ed, c):
+    p = make(ed, "secret.txt", b"s\n", mode=0o600)
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": "t\n"}))
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+
+
+def test_edit_full_content_keeps_crlf(ed, c):
+    p = make(ed, "dos full.txt", b"a\r\nb\r\n")
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": "a\r\nc\r\n"}))
+    assert p.read_bytes() == b"a\r\nc\r\n"
+    assert ed.buf_lines(p) == ["a", "c"]
+    assert ed.lua("return vim.bo[...].fileformat", ed.bufnr(p)) == "dos"
+
+
+def test_edit_range_keeps_crlf(ed, c):
+    p = make(ed, "dos range.txt", b"a\r\nb\r\n")
+    ed.edit(p)
+    ok_read(c.call("readFile", {"path": str(p)}), "a\r\nb\r\n")
+    ok_edit(c.call("editFile", {"path": str(p), "start": 3, "end": 4, "newText": "BB"}))
+    assert p.read_bytes() == b"a\r\nBB\r\n"
+    assert ed.buf_lines(p) == ["a", "BB"]
+    assert _undo_in(ed, p) == ["a", "b"]
+
+
+def test_edit_writes_atomically(ed, c):
+    d = ed.env.workspace / "atomic dir"
+    p = make(ed, "atomic dir/f ✓.txt", b"v1\n")
+    make(ed, "atomic dir/neighbour.txt", b"n\n")
+    before = sorted(os.listdir(d))
+    ino = os.stat(p).st_ino
+    with open(p, "rb") as old:
+        ok_edit(c.call("editFile", {"path": str(p), "fullContent": "v2\n"}))
+        # replaced by rename: an open reader still sees the complete old file
+        assert old.read() == b"v1\n"
+    assert p.read_bytes() == b"v2\n"
+    assert os.stat(p).st_ino != ino
+    assert sorted(os.listdir(d)) == before  # no temp file left behind
+
+
+def test_edit_then_read_roundtrip(ed, c):
+    p = make(ed, "round ✓.txt", b"x\n")
+    ok_edit(c.call("editFile", {"path": str(p), "fullContent": "é→😀\nsecond\n"}))
+    ok_read(c.call("readFile", {"path": str(p)}), "é→😀\nsecond\n")
+
+
+@pytest.mark.parametrize("start,end", [(3, 1), (0, 100), (50, 60), (5, 3)])
+def test_edit_out_of_range_changes_nothing_disk(ed, c, start, end):
+    p = make(ed, "oor ✓.txt", b"abcdef\n")
+    failed(c.call("editFile", {"path": str(p), "start": start, "end": end, "newText": "X"}))
+    assert p.read_bytes() == b"abcdef\n"
+    lines = ed.buf_lines(p)
+    assert lines in (None, ["abcdef"])
+    assert ed.lua("local b = ... ; return b > 0 and vim.bo[b].modified or false", ed.bufnr(p)) is False
+
+
+@pytest.mark.parametrize("start,end", [(3, 1), (0, 100)])
+def test_edit_out_of_range_changes_nothing_buffer(ed, c, start, end):
+    p = make(ed, "oor buf.txt", b"disk\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["unsaved", "text"]
+    tick = ed.nvim.eval("b:changedtick")
+    failed(c.call("editFile", {"path": str(p), "start": start, "end": end, "newText": "X"}))
+    assert ed.nvim.current.buffer[:] == ["unsaved", "text"]
+    assert ed.nvim.eval("b:changedtick") == tick
+    assert ed.nvim.current.buffer.options["modified"] is True
+    assert p.read_bytes() == b"disk\n"
+
+
+@pytest.mark.parametrize("params", [
+    {"fullContent": "created?\n"},
+    {"start": 0, "end": 0, "newText": "created?\n"},
+])
+def test_edit_missing_file_fails_and_creates_nothing(ed, c, params):
+    p = ed.env.workspace / "missing ✗.txt"
+    failed(c.call("editFile", {"path": str(p), **params}))
+    assert not p.exists()
+    assert sorted(os.listdir(ed.env.workspace)) == []
