@@ -21,6 +21,7 @@ local H = {}
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field server amp.ServerConfig
 ---@field selection { interval_ms: integer }
+---@field watch { enabled: boolean, debounce_ms: integer }
 
 ---@type amp.Config
 M.defaults = {
@@ -50,6 +51,13 @@ M.defaults = {
     -- Debounce of selection updates sent to the agent (milliseconds).
     interval_ms = 10,
   },
+  watch = {
+    -- Reload buffers whose files change on disk (the agent's edits); a
+    -- buffer with unsaved changes is kept and you are told (:Amp diff).
+    enabled = true,
+    -- Wait this long after the last write to a file before reloading it.
+    debounce_ms = 20,
+  },
 }
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
@@ -66,7 +74,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection" }) do
+  for _, key in ipairs({ "server", "selection", "watch" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -123,6 +131,8 @@ function M.validate(config)
     { "server.ping_interval_ms", config.server.ping_interval_ms, H.is_positive_int, "a positive integer", 100, 3600000 },
     { "server.allowed_origins", config.server.allowed_origins, H.is_string_list, "a list of strings" },
     { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
+    { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
+    { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
   }
   for _, check in ipairs(checks) do
     local name, value, predicate, expected, min, max = unpack(check, 1, 6)

@@ -165,6 +165,8 @@ function H.native_opts(config, version)
     log_file = config.log_file,
     log_level = config.log_level,
     selection_interval_ms = config.selection.interval_ms,
+    watch_files = config.watch.enabled,
+    watch_debounce_ms = config.watch.debounce_ms,
   }
 end
 
@@ -173,6 +175,7 @@ function H.server_part(config)
   return vim.deepcopy({
     server = config.server,
     selection = config.selection,
+    watch = config.watch,
     log_file = config.log_file,
     log_level = config.log_level,
   })
