@@ -8,10 +8,12 @@
 //! from a `vim.schedule` callback rather than inside the uv callback, where
 //! textlock and other restrictions apply.
 //!
-//! The door has a gate. [`close`] (at stop and `VimLeavePre`) shuts it under a
-//! write lock, so no thread can call `AsyncHandle::send` afterwards (a send
-//! after Neovim closed its loop is a use-after-free), and drops queued jobs so
-//! a later session never runs a stale one.
+//! The door has a gate, shared by its users (the Amp server and the OpenCtx
+//! service each [`open`] and [`close`] it once). When the last user closes
+//! it, and always at [`shutdown`] (`VimLeavePre`), it shuts under a write
+//! lock, so no thread can call `AsyncHandle::send` afterwards (a send after
+//! Neovim closed its loop is a use-after-free), and queued jobs are dropped
+//! so a later session never runs a stale one.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -55,6 +57,8 @@ struct Door {
 /// `Some` while the gate is open. Created once per process: nvim-oxi 0.6 cannot
 /// close a uv handle, so one handle serves every start/stop cycle.
 static GATE: RwLock<Option<&'static Door>> = RwLock::new(None);
+/// How many users have the gate open (main thread only).
+static USERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static DOOR: OnceLock<Door> = OnceLock::new();
 
 thread_local! {
@@ -76,11 +80,24 @@ pub fn open() -> Result<(), String> {
         }
     };
     *GATE.write().unwrap_or_else(|p| p.into_inner()) = Some(door);
+    USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
 
-/// Closes the gate and drops every queued job. Main thread only; idempotent.
+/// One user is done with the gate; the last one closes it. Main thread only.
 pub fn close() {
+    let before = USERS
+        .fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |n| n.checked_sub(1))
+        .unwrap_or(0);
+    if before <= 1 {
+        shutdown();
+    }
+}
+
+/// Closes the gate for everyone and drops every queued job (Neovim is
+/// exiting). Main thread only; idempotent.
+pub fn shutdown() {
+    USERS.store(0, std::sync::atomic::Ordering::Relaxed);
     *GATE.write().unwrap_or_else(|p| p.into_inner()) = None;
     INBOX.with(|inbox| {
         if let Some(rx) = inbox.borrow().as_ref() {

@@ -1,9 +1,12 @@
-//! amp.nvim-rs: the Amp editor server inside Neovim.
+//! amp.nvim-rs: the Amp editor server and an OpenCtx client inside Neovim.
 //!
 //! This crate is loaded by Neovim as the Lua module `amp_core` (see
 //! `lua/amp/native.lua`). Every exported function catches panics and returns
-//! `{ ok = true, value = … }` or `{ ok = false, err = "…" }`: with nvim-oxi 0.6
-//! an error or panic that crosses into Lua aborts Neovim.
+//! `{ ok = true, value = … }` or `{ ok = false, err = "…" }`; the hot-path
+//! ones called from autocmds return nothing. The exports are mlua functions:
+//! nvim-oxi 0.6 leaks every string that crosses its function and API
+//! wrappers (see `editor::nvim`), so it is used only for its libuv handle
+//! and `vim.schedule` (in `bridge`).
 
 pub mod amp;
 pub mod bridge;
@@ -14,100 +17,127 @@ pub mod log;
 pub mod session;
 pub mod text;
 
-use std::convert::Infallible;
+use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use nvim_oxi::serde::{Deserializer, Serializer};
-use nvim_oxi::{Dictionary, Function, Object};
-use serde::{Deserialize, Serialize};
+use mlua::{Function, Lua, Table};
 use serde_json::{json, Value};
 
 use amp::options::ServerOptions;
+use editor::nvim;
 
-#[nvim_oxi::plugin]
-fn amp_core() -> nvim_oxi::Result<Dictionary> {
-    Ok(Dictionary::from_iter([
-        ("version", export(|_: Object| Ok(json!(env!("CARGO_PKG_VERSION"))))),
-        ("start", export(|opts: Object| session::start(ServerOptions::from_json(&to_json(opts)?)?))),
-        ("stop", export(|_: Object| {
-            session::stop();
-            Ok(Value::Null)
-        })),
-        ("status", export(|_: Object| Ok(session::status()))),
-        ("set_workspace_folders", export(|folders: Object| {
-            let folders: Vec<String> = serde_json::from_value(to_json(folders)?)
-                .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
-            session::set_workspace_folders(folders).map(|_| Value::Null)
-        })),
-        ("broadcast", export(|(name, payload): (Object, Object)| {
-            let name = match to_json(name)? {
-                Value::String(s) => s,
-                other => return Err(format!("broadcast: the notification name must be a string, got {other}")),
-            };
-            Ok(json!(session::broadcast(&name, &to_json(payload)?)))
-        })),
-        // Hot paths (autocmds): no arguments, no result table to build.
-        ("selection_changed", quiet(session::selection_changed)),
-        ("visible_files_changed", quiet(session::visible_files_changed)),
-        ("buffers_changed", quiet(session::buffers_changed)),
-        ("buffer_written", export(|path: Object| {
-            session::buffer_written(&string_arg("buffer_written", path)?);
-            Ok(Value::Null)
-        })),
-        ("take_disk_version", export(|path: Object| {
-            session::take_disk_version(&string_arg("take_disk_version", path)?).map(|_| Value::Null)
-        })),
-        ("log", export(|(level, message): (Object, Object)| {
-            let level = to_json(level)?;
-            let level = level.as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
-            match to_json(message)? {
-                Value::String(s) => log::write(level, s),
-                other => log::write(level, other.to_string()),
-            }
-            Ok(Value::Null)
-        })),
-    ]))
+/// The module's entry point, `require`d through `package.loadlib`.
+///
+/// # Safety
+/// Called by Lua with a valid state, on Neovim's main thread.
+#[no_mangle]
+pub unsafe extern "C" fn luaopen_amp_core(state: *mut mlua::ffi::lua_State) -> c_int {
+    // nvim-oxi keeps the Lua state and the libuv loop in thread-locals for
+    // `AsyncHandle` and `schedule`; its entry point does that and pushes nil.
+    let pushed = nvim_oxi::entrypoint::entrypoint(state.cast(), || ());
+    mlua::ffi::lua_pop(state, pushed);
+    let lua = Lua::init_from_ptr(state);
+    let built = nvim::init(&lua).and_then(|()| exports(&lua));
+    let value = match built {
+        Ok(table) => mlua::Value::Table(table),
+        Err(e) => mlua::Value::String(match lua.create_string(format!("amp_core failed to load: {e}")) {
+            Ok(s) => s,
+            Err(_) => return 0,
+        }),
+    };
+    // Push the table (or the error text) through a temporary global: mlua
+    // has no public way to leave a value on the raw stack.
+    const SLOT: &str = "__amp_core_module";
+    if lua.globals().raw_set(SLOT, value).is_err() {
+        return 0;
+    }
+    mlua::ffi::lua_getglobal(state, c"__amp_core_module".as_ptr());
+    let _ = lua.globals().raw_set(SLOT, mlua::Value::Nil);
+    1
 }
 
-/// Wraps `f` as a Lua function that never raises: panics and errors become
-/// `{ ok = false, err = … }`.
-fn export<A>(f: impl Fn(A) -> Result<Value, String> + 'static) -> Object
-where
-    A: nvim_oxi::lua::Poppable + 'static,
-{
-    let function = Function::<A, Object>::from_fn(move |args: A| -> Result<Object, Infallible> {
-        let reply = match catch_unwind(AssertUnwindSafe(|| f(args))) {
-            Ok(Ok(value)) => json!({ "ok": true, "value": value }),
-            Ok(Err(err)) => json!({ "ok": false, "err": err }),
-            Err(panic) => {
+fn exports(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("version", export(lua, |_: Vec<Value>| Ok(json!(env!("CARGO_PKG_VERSION"))))?)?;
+    t.set("start", export(lua, |args: Vec<Value>| session::start(ServerOptions::from_json(&arg(&args, 0))?))?)?;
+    t.set("stop", export(lua, |_: Vec<Value>| {
+        session::stop();
+        Ok(Value::Null)
+    })?)?;
+    t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
+    t.set("set_workspace_folders", export(lua, |args: Vec<Value>| {
+        let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
+            .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
+        session::set_workspace_folders(folders).map(|_| Value::Null)
+    })?)?;
+    t.set("broadcast", export(lua, |args: Vec<Value>| {
+        let name = string_arg("broadcast", &args, 0)?;
+        Ok(json!(session::broadcast(&name, &arg(&args, 1))))
+    })?)?;
+    // Hot paths (autocmds): no arguments used, nothing returned.
+    t.set("selection_changed", quiet(lua, session::selection_changed)?)?;
+    t.set("visible_files_changed", quiet(lua, session::visible_files_changed)?)?;
+    t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
+    t.set("buffer_written", export(lua, |args: Vec<Value>| {
+        session::buffer_written(&string_arg("buffer_written", &args, 0)?);
+        Ok(Value::Null)
+    })?)?;
+    t.set("take_disk_version", export(lua, |args: Vec<Value>| {
+        session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
+    })?)?;
+    t.set("log", export(lua, |args: Vec<Value>| {
+        let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+        match arg(&args, 1) {
+            Value::String(s) => log::write(level, s),
+            other => log::write(level, other.to_string()),
+        }
+        Ok(Value::Null)
+    })?)?;
+    Ok(t)
+}
+
+/// Wraps `f` as a Lua function that never raises: its arguments arrive as
+/// JSON values, panics and errors become `{ ok = false, err = … }`.
+fn export(lua: &Lua, f: impl Fn(Vec<Value>) -> Result<Value, String> + 'static) -> mlua::Result<Function> {
+    lua.create_function(move |_, args: mlua::MultiValue| {
+        let args: Result<Vec<Value>, String> =
+            args.into_iter().map(|v| nvim::from_lua(v).map_err(|e| format!("invalid argument: {e}"))).collect();
+        let reply = match args.and_then(|args| {
+            catch_unwind(AssertUnwindSafe(|| f(args))).unwrap_or_else(|panic| {
                 let message = bridge::panic_message(&panic);
                 log::error(format!("panic in a native call: {message}"));
-                json!({ "ok": false, "err": format!("amp: internal error: {message}") })
-            }
+                Err(format!("amp: internal error: {message}"))
+            })
+        }) {
+            Ok(value) => json!({ "ok": true, "value": value }),
+            Err(err) => json!({ "ok": false, "err": err }),
         };
-        Ok(reply.serialize(Serializer::new()).unwrap_or_else(|_| Object::nil()))
-    });
-    Object::from(function)
+        nvim::to_lua(&reply)
+    })
 }
 
-/// Wraps an argument-free action for autocmd callbacks: panics are caught
-/// and logged, nothing is returned.
-fn quiet(f: fn()) -> Object {
-    Object::from(Function::<(), ()>::from_fn(move |()| -> Result<(), Infallible> {
+/// Wraps an argument-free action for autocmd callbacks: extra arguments are
+/// ignored, panics are caught and logged, nothing is returned.
+fn quiet(lua: &Lua, f: fn()) -> mlua::Result<Function> {
+    lua.create_function(move |_, _: mlua::MultiValue| {
         if let Err(panic) = catch_unwind(f) {
             log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
         }
         Ok(())
-    }))
+    })
 }
 
-fn string_arg(function: &str, object: Object) -> Result<String, String> {
-    match to_json(object)? {
+fn arg(args: &[Value], i: usize) -> Value {
+    args.get(i).cloned().unwrap_or(Value::Null)
+}
+
+fn string_arg(function: &str, args: &[Value], i: usize) -> Result<String, String> {
+    match arg(args, i) {
         Value::String(s) => Ok(s),
-        other => Err(format!("{function}: expected a path string, got {other}")),
+        other => Err(format!("{function}: expected a string, got {other}")),
     }
 }
 
-fn to_json(object: Object) -> Result<Value, String> {
-    Value::deserialize(Deserializer::new(object)).map_err(|e| format!("invalid argument: {e}"))
+fn request_id(args: &[Value], i: usize) -> Result<i64, String> {
+    arg(args, i).as_i64().ok_or_else(|| "expected a request id".to_string())
 }

@@ -61,7 +61,9 @@ function M.diff()
   if not buf then
     return false, name
   end
-  local disk = vim.fn.readfile(name, "b")
+  -- Without "b", readfile() drops the final newline's empty item and the
+  -- '\r' of CRLF lines is stripped below, as a buffer shows them.
+  local disk = vim.fn.readfile(name)
   local ft = vim.bo[buf].filetype
   vim.cmd("diffthis")
   vim.cmd("vertical leftabove new")

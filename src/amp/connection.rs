@@ -158,7 +158,12 @@ async fn run(
                         return "sent a binary frame".into();
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => return "closed by the client".into(),
+                    Some(Ok(Message::Close(_))) => {
+                        // tungstenite queued the reply; send it and let the client hang up.
+                        finish(ws).await;
+                        return "closed by the client".into();
+                    }
+                    None => return "closed by the client".into(),
                     Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, max_size }))) => {
                         let reason = format!("Message too big ({size} bytes; limit {max_size})");
                         close(ws, CloseCode::Size, &reason).await;
@@ -168,7 +173,11 @@ async fn run(
                         close(ws, CloseCode::Invalid, "Text frame is not valid UTF-8").await;
                         return "sent invalid UTF-8".into();
                     }
-                    Some(Err(e)) => return format!("protocol error: {e}"),
+                    Some(Err(WsError::Protocol(e))) => {
+                        close(ws, CloseCode::Protocol, "Protocol violation").await;
+                        return format!("protocol error: {e}");
+                    }
+                    Some(Err(e)) => return format!("connection error: {e}"),
                 }
             }
             Some(text) = queue.recv() => {
@@ -204,8 +213,13 @@ async fn run(
 /// would lose the close frame (and its code) that is still in flight.
 async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
     let frame = CloseFrame { code, reason: reason.to_owned().into() };
-    if timeout(CLOSE_GRACE, ws.close(Some(frame))).await.is_err() {
-        return;
+    match timeout(CLOSE_GRACE, ws.close(Some(frame))).await {
+        Err(_) => return,
+        // Already closing (tungstenite queued its own reply): send that one.
+        Ok(Err(_)) => {
+            let _ = timeout(CLOSE_GRACE, ws.flush()).await;
+        }
+        Ok(Ok(())) => {}
     }
     let _ = timeout(CLOSE_GRACE, async {
         while let Some(Ok(message)) = ws.next().await {
@@ -215,6 +229,13 @@ async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
         }
     })
     .await;
+    finish(ws).await;
+}
+
+/// Flushes what is queued (a close reply), half-closes, and discards what
+/// the client still sends until it hangs up (see [`close`]).
+async fn finish(mut ws: Ws) {
+    let _ = timeout(CLOSE_GRACE, ws.flush()).await;
     let stream = ws.get_mut();
     let _ = stream.shutdown().await;
     let mut sink = [0u8; 8192];

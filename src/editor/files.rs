@@ -3,12 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use nvim_oxi::api::{self, Buffer};
-use nvim_oxi::mlua::{self, Table};
 use serde_json::json;
 
-use super::context::file_of;
-use super::{events, find_buffer};
+use super::events::{self, notify};
+use super::{find_buffer, nvim, path_from_lua};
 
 /// Buffer variable marking a buffer whose file changed on disk while it had
 /// unsaved changes (cleared when the conflict is settled).
@@ -16,33 +14,28 @@ const CONFLICT_VAR: &str = "amp_disk_conflict";
 
 /// The files of every loaded buffer.
 pub fn loaded_files() -> Vec<PathBuf> {
-    api::list_bufs().filter(|b| b.is_loaded()).filter_map(|b| file_of(&b)).collect()
+    let names: Vec<mlua::String> = nvim::helper("loaded_files", ()).unwrap_or_default();
+    names.iter().map(path_from_lua).collect()
 }
 
-fn buffer_for(path: &Path) -> Option<Buffer> {
+fn buffer_for(path: &Path) -> Option<i32> {
     find_buffer(&[path.to_path_buf()], true)
 }
 
-fn notify(message: &str, level: &str) {
-    let lua = mlua::lua();
-    let run = || -> mlua::Result<()> {
-        let vim: Table = lua.globals().get("vim")?;
-        let levels: Table = vim.get::<Table>("log")?.get("levels")?;
-        let opts = lua.create_table()?;
-        opts.set("title", "amp")?;
-        vim.get::<mlua::Function>("notify")?.call::<()>((message, levels.get::<mlua::Value>(level)?, opts))
+fn set_conflict(buf: i32, on: bool) {
+    let _ = if on {
+        nvim::api::<_, ()>("nvim_buf_set_var", (buf, CONFLICT_VAR, true))
+    } else {
+        nvim::helper::<_, ()>("del_var", (buf, CONFLICT_VAR))
     };
-    if let Err(e) = run() {
-        crate::log::warn(format!("vim.notify failed: {e}"));
-    }
 }
 
 /// The file changed on disk while its buffer has unsaved changes.
 pub fn report_conflict(path: &Path) {
-    let Some(mut buf) = buffer_for(path) else { return };
-    let already = buf.get_var::<bool>(CONFLICT_VAR).unwrap_or(false);
+    let Some(buf) = buffer_for(path) else { return };
+    let already: bool = nvim::helper("get_var", (buf, CONFLICT_VAR)).unwrap_or(false);
     if !already {
-        let _ = buf.set_var(CONFLICT_VAR, true);
+        set_conflict(buf, true);
         notify(
             &format!(
                 "{} changed on disk, and this buffer has unsaved changes (kept). \
@@ -52,20 +45,20 @@ pub fn report_conflict(path: &Path) {
             "WARN",
         );
     }
-    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf.handle(), "conflict": true }));
+    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "conflict": true }));
 }
 
 /// The buffer now holds the disk's new text.
 pub fn report_reloaded(path: &Path) {
-    let Some(mut buf) = buffer_for(path) else { return };
-    let _ = buf.del_var(CONFLICT_VAR);
-    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf.handle(), "reloaded": true }));
+    let Some(buf) = buffer_for(path) else { return };
+    set_conflict(buf, false);
+    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "reloaded": true }));
 }
 
 /// The disk and the buffer agree again (nothing to load).
 pub fn report_settled(path: &Path) {
-    if let Some(mut buf) = buffer_for(path) {
-        let _ = buf.del_var(CONFLICT_VAR);
+    if let Some(buf) = buffer_for(path) {
+        set_conflict(buf, false);
     }
 }
 
@@ -76,5 +69,5 @@ pub fn report_deleted(path: &Path) {
         &format!("{} was deleted or moved on disk; the buffer keeps its text (:w writes it back).", path.display()),
         "WARN",
     );
-    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf.handle(), "deleted": true }));
+    events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "deleted": true }));
 }

@@ -1,34 +1,40 @@
 //! The only code that calls the Neovim API. Everything here runs on the main
 //! thread, reached through [`crate::bridge`], and does as little as it can:
 //! read or write editor state, nothing else (no JSON, no sockets, no files).
+//! Calls go through [`nvim`] (mlua and `helpers.lua`).
 
 pub mod buffers;
 pub mod context;
 pub mod diagnostics;
 pub mod events;
 pub mod files;
+pub mod nvim;
 pub mod open;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nvim_oxi::api::{self, Buffer};
-
-/// The loaded-or-not buffer whose name is one of `paths`.
-///
-/// Buffer names are absolute paths as Neovim resolved them; the caller passes
-/// both the requested path and its canonical form so symlinked paths match.
-pub(crate) fn find_buffer(paths: &[PathBuf], loaded_only: bool) -> Option<Buffer> {
-    api::list_bufs().find(|buf| {
-        (!loaded_only || buf.is_loaded())
-            && buf.get_name().map(|name| paths.iter().any(|p| same_path(&name, p))).unwrap_or(false)
-    })
-}
-
-fn same_path(a: &Path, b: &Path) -> bool {
-    !a.as_os_str().is_empty() && a == b
-}
-
-/// Error text for a failed Neovim API call.
+/// Error text for a failed editor call.
 pub(crate) fn api_err(what: &str, err: impl std::fmt::Display) -> String {
     format!("{what}: {err}")
+}
+
+/// A path as a Lua string (byte for byte: paths need not be UTF-8).
+pub(crate) fn lua_path(path: &Path) -> mlua::Result<mlua::String> {
+    nvim::lua()?.create_string(path.as_os_str().as_bytes())
+}
+
+pub(crate) fn lua_paths(paths: &[PathBuf]) -> mlua::Result<Vec<mlua::String>> {
+    paths.iter().map(|p| lua_path(p)).collect()
+}
+
+/// A buffer name from Lua as a path.
+pub(crate) fn path_from_lua(name: &mlua::String) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(&name.as_bytes()))
+}
+
+/// The loaded-or-not buffer whose name is one of `paths`.
+pub(crate) fn find_buffer(paths: &[PathBuf], loaded_only: bool) -> Option<i32> {
+    let names = lua_paths(paths).ok()?;
+    nvim::helper::<_, Option<i32>>("find_buffer", (names, loaded_only)).ok().flatten()
 }

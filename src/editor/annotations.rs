@@ -1,0 +1,142 @@
+//! OpenCtx annotations in the buffer: virtual text at the end of the
+//! annotated line, in the plugin's own namespace, several on one line shown
+//! together. Also the main-thread ends of OpenCtx requests.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::{api_err, events, nvim, path_from_lua};
+
+/// Buffer variable holding the drawn annotations, for `:Amp annotations list`,
+/// hover and open (Lua reads it).
+const ANNOTATIONS_VAR: &str = "amp_openctx_annotations";
+
+/// A document to annotate, read on the main thread.
+pub struct Document {
+    pub bufnr: i32,
+    /// The buffer's changedtick: an answer for an older tick is dropped.
+    pub generation: u32,
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// One annotation's place in the buffer (byte column) and its title.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub line: usize,
+    pub col: usize,
+    pub title: String,
+}
+
+thread_local! {
+    static NAMESPACE: Cell<Option<i64>> = const { Cell::new(None) };
+    static HIDDEN: Cell<bool> = const { Cell::new(false) };
+    /// The newest generation requested per buffer.
+    static LATEST: RefCell<HashMap<i32, u32>> = RefCell::new(HashMap::new());
+}
+
+fn namespace() -> i64 {
+    if let Some(ns) = NAMESPACE.get() {
+        return ns;
+    }
+    let ns = nvim::api::<_, i64>("nvim_create_namespace", "amp_openctx").unwrap_or(0);
+    NAMESPACE.set(Some(ns));
+    ns
+}
+
+fn clear(buf: i32) {
+    let _ = nvim::api::<_, ()>("nvim_buf_clear_namespace", (buf, namespace(), 0, -1));
+}
+
+/// The buffer's text if it is a file no bigger than `max_bytes`.
+pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, String> {
+    let values: mlua::MultiValue = nvim::helper("document", (bufnr, max_bytes)).map_err(|e| api_err("document", e))?;
+    let mut v = values.into_iter();
+    match (v.next(), v.next(), v.next(), v.next()) {
+        (Some(mlua::Value::String(name)), Some(mlua::Value::String(text)), Some(tick), Some(mlua::Value::Integer(buf))) => {
+            let generation = match tick {
+                mlua::Value::Integer(t) => t as u32,
+                mlua::Value::Number(t) => t as u32,
+                _ => 0,
+            };
+            let buf = buf as i32;
+            LATEST.with(|l| l.borrow_mut().insert(buf, generation));
+            Ok(Some(Document { bufnr: buf, generation, path: path_from_lua(&name), text: text.to_string_lossy() }))
+        }
+        // Too big: whatever was drawn before no longer applies.
+        (Some(mlua::Value::Nil), Some(mlua::Value::Integer(buf)), _, _) => {
+            clear(buf as i32);
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Draws `marks` unless a newer request for the buffer was made since.
+pub fn render(bufnr: i32, generation: u32, marks: Vec<Mark>, listed: Vec<Value>) {
+    let newest = LATEST.with(|l| l.borrow().get(&bufnr).copied());
+    let tick: Option<u32> = nvim::api("nvim_buf_get_changedtick", bufnr).ok();
+    if newest != Some(generation) || tick != Some(generation) {
+        return; // stale: a newer answer is on its way
+    }
+    let run = || -> mlua::Result<()> {
+        let lua = nvim::lua()?;
+        nvim::api::<_, ()>("nvim_buf_set_var", (bufnr, ANNOTATIONS_VAR, nvim::to_lua(&Value::Array(listed))?))?;
+        if HIDDEN.get() {
+            clear(bufnr);
+            return Ok(());
+        }
+        // Titles grouped by line, in the merged order.
+        let mut order: Vec<usize> = Vec::new();
+        let mut by_line: HashMap<usize, Vec<String>> = HashMap::new();
+        for m in marks {
+            let titles = by_line.entry(m.line).or_insert_with(|| {
+                order.push(m.line);
+                Vec::new()
+            });
+            titles.push(m.title);
+        }
+        let groups = lua.create_table_with_capacity(order.len(), 0)?;
+        for line in order {
+            let titles = by_line.remove(&line).unwrap_or_default();
+            groups.raw_push(lua.create_sequence_from([
+                mlua::Value::Integer(line as i64),
+                mlua::Value::Table(lua.create_sequence_from(titles)?),
+            ])?)?;
+        }
+        nvim::helper("draw_annotations", (bufnr, namespace(), groups))
+    };
+    if let Err(e) = run() {
+        crate::log::warn(format!("drawing annotations failed: {e}"));
+    }
+}
+
+/// Shows or hides every annotation (`:Amp annotations toggle`).
+pub fn set_visible(visible: bool) {
+    HIDDEN.set(!visible);
+    if !visible {
+        let bufs: Vec<i32> = nvim::api("nvim_list_bufs", ()).unwrap_or_default();
+        for buf in bufs {
+            clear(buf);
+        }
+    }
+}
+
+/// Calls `require("amp.openctx")._resolve(id, result)`.
+pub fn resolve_request(id: i64, result: &Value) {
+    let run = || -> mlua::Result<()> {
+        let module: mlua::Table = nvim::global("require", "amp.openctx")?;
+        module.get::<mlua::Function>("_resolve")?.call((id, nvim::to_lua(result)?))
+    };
+    if let Err(e) = run() {
+        crate::log::warn(format!("openctx: delivering result {id} failed: {e}"));
+    }
+}
+
+/// Tells the user about a failing provider (once per run of failures).
+pub fn report_failure(provider: &str, message: &str) {
+    events::notify(&format!("OpenCtx provider {provider}: {message}"), "WARN");
+}
