@@ -14,6 +14,7 @@ pub mod editor;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod openctx;
 pub mod session;
 pub mod text;
 
@@ -84,6 +85,42 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     })?)?;
     t.set("take_disk_version", export(lua, |args: Vec<Value>| {
         session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
+    })?)?;
+    // OpenCtx (see lua/amp/openctx.lua).
+    t.set("openctx_configure", export(lua, |args: Vec<Value>| {
+        openctx::service::configure(openctx::service::ServiceOptions::from_json(&arg(&args, 0))?)
+    })?)?;
+    t.set("openctx_stop", export(lua, |_: Vec<Value>| {
+        openctx::service::stop();
+        Ok(Value::Null)
+    })?)?;
+    t.set("openctx_running", export(lua, |_: Vec<Value>| Ok(json!(openctx::service::running())))?)?;
+    t.set("openctx_refresh_buffer", export(lua, |args: Vec<Value>| {
+        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_refresh_buffer: expected a buffer number")?;
+        openctx::service::refresh_buffer(bufnr as i32).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_reset", export(lua, |_: Vec<Value>| openctx::service::reset().map(|_| Value::Null))?)?;
+    t.set("openctx_set_visible", export(lua, |args: Vec<Value>| {
+        editor::annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
+        Ok(Value::Null)
+    })?)?;
+    t.set("openctx_mentions", export(lua, |args: Vec<Value>| {
+        let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
+        openctx::service::mentions(query, request_id(&args, 1)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_items_mention", export(lua, |args: Vec<Value>| {
+        let provider = string_arg("openctx_items_mention", &args, 0)?;
+        openctx::service::items_for_mention(provider, arg(&args, 1), request_id(&args, 2)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_items_message", export(lua, |args: Vec<Value>| {
+        let message = string_arg("openctx_items_message", &args, 0)?;
+        openctx::service::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
+    })?)?;
+    t.set("configure_log", export(lua, |args: Vec<Value>| {
+        let file = string_arg("configure_log", &args, 0)?;
+        let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+        log::init(std::path::PathBuf::from(file), level);
+        Ok(Value::Null)
     })?)?;
     t.set("log", export(lua, |args: Vec<Value>| {
         let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);

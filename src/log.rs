@@ -46,11 +46,19 @@ impl Level {
 
 static MIN_LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
 static SINK: Mutex<Option<mpsc::Sender<String>>> = Mutex::new(None);
+static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Points the log at `path` (appending) and sets the level. Idempotent: a new
 /// path replaces the old writer thread, which ends when its channel closes.
 pub fn init(path: PathBuf, level: Level) {
     MIN_LEVEL.store(level as u8, Ordering::Relaxed);
+    {
+        let mut current = PATH.lock().unwrap_or_else(|p| p.into_inner());
+        if current.as_ref() == Some(&path) {
+            return; // same file: keep the writer
+        }
+        *current = Some(path.clone());
+    }
     let (tx, rx) = mpsc::channel::<String>();
     let spawned = std::thread::Builder::new().name("amp-log".into()).spawn(move || {
         if let Some(dir) = path.parent() {

@@ -231,6 +231,53 @@ M.register("keep", {
   end,
 })
 
+-- OpenCtx (lua/amp/openctx.lua): annotations, mentions and context items.
+local ANNOTATION_ACTIONS = { "toggle", "refresh", "list", "hover", "open" }
+
+M.register("annotations", {
+  desc = "OpenCtx annotations: toggle, refresh, list, hover, open",
+  complete = function(arglead)
+    return vim.tbl_filter(function(a)
+      return vim.startswith(a, arglead)
+    end, ANNOTATION_ACTIONS)
+  end,
+  run = function(args)
+    local action = args.fargs[1] or "list"
+    local openctx = require("amp.openctx")
+    if action == "toggle" then
+      openctx.toggle()
+    elseif action == "refresh" then
+      openctx.reset()
+    elseif action == "list" then
+      openctx.list()
+    elseif action == "hover" then
+      openctx.hover()
+    elseif action == "open" then
+      openctx.open()
+    else
+      H.error(("amp: unknown annotations action '%s' (use %s)"):format(action, table.concat(ANNOTATION_ACTIONS, ", ")))
+    end
+  end,
+})
+
+M.register("mention", {
+  desc = "pick an OpenCtx mention and send its content to the agent",
+  run = function(args)
+    require("amp.openctx").mention(args.text ~= "" and args.text or nil)
+  end,
+})
+
+M.register("context", {
+  desc = "send OpenCtx items matching a message to the agent",
+  run = function(args)
+    if args.text == "" then
+      H.error("amp: :Amp context needs a message")
+      return
+    end
+    require("amp.openctx").context(args.text)
+  end,
+})
+
 -- Helpers -------------------------------------------------------------------
 
 -- Shows the error of an `ok, err` result.

@@ -22,6 +22,7 @@ local H = {}
 ---@field server amp.ServerConfig
 ---@field selection { interval_ms: integer }
 ---@field watch { enabled: boolean, debounce_ms: integer }
+---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
 M.defaults = {
@@ -58,6 +59,20 @@ M.defaults = {
     -- Wait this long after the last write to a file before reloading it.
     debounce_ms = 20,
   },
+  openctx = {
+    -- Ask OpenCtx providers for annotations, mentions and items.
+    enabled = true,
+    -- Provider URI -> true | settings table | false (disabled). See :help amp-openctx.
+    providers = {},
+    -- Deadline of each provider call (milliseconds).
+    timeout_ms = 2000,
+    -- Files bigger than this are not annotated.
+    max_file_bytes = 1024 * 1024,
+    -- The Node.js executable that runs JavaScript providers.
+    node_command = "node",
+    -- Wait this long after typing stops before asking for annotations again.
+    debounce_ms = 300,
+  },
 }
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
@@ -74,7 +89,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch" }) do
+  for _, key in ipairs({ "server", "selection", "watch", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -133,6 +148,12 @@ function M.validate(config)
     { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
+    { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
+    { "openctx.providers", config.openctx.providers, H.is_provider_map, "a table of provider URI = true|false|{settings}" },
+    { "openctx.timeout_ms", config.openctx.timeout_ms, H.is_positive_int, "a positive integer", 1, 600000 },
+    { "openctx.max_file_bytes", config.openctx.max_file_bytes, H.is_non_negative_int, "a non-negative integer" },
+    { "openctx.node_command", config.openctx.node_command, H.is_nonempty_string, "a command name or path" },
+    { "openctx.debounce_ms", config.openctx.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 60000 },
   }
   for _, check in ipairs(checks) do
     local name, value, predicate, expected, min, max = unpack(check, 1, 6)
@@ -200,6 +221,18 @@ function H.optional(predicate)
   return function(value)
     return value == nil or predicate(value)
   end
+end
+
+function H.is_provider_map(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  for uri, entry in pairs(value) do
+    if type(uri) ~= "string" or not (type(entry) == "boolean" or type(entry) == "table") then
+      return false
+    end
+  end
+  return true
 end
 
 function H.is_boolean(value)

@@ -33,6 +33,11 @@ function M.setup(opts)
   end
   H.config = config
   H.create_autocmds()
+  if native.loaded() or native.load() then
+    vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+    native.call("configure_log", config.log_file, config.log_level)
+  end
+  H.configure_openctx(config)
 
   if M.is_running() then
     if not vim.deep_equal(H.server_opts, H.server_part(config)) then
@@ -231,6 +236,19 @@ function H.create_autocmds()
       end
     end,
   })
+end
+
+-- OpenCtx runs whether or not the Amp server does; it is reconfigured only
+-- when its options change.
+function H.configure_openctx(config)
+  if vim.deep_equal(H.openctx_opts, config.openctx) then
+    return
+  end
+  H.openctx_opts = vim.deepcopy(config.openctx)
+  local ok, err = require("amp.openctx").configure(config.openctx)
+  if not ok then
+    H.fail(err, true)
+  end
 end
 
 --- Show an error. Errors of automatic actions (auto_start, DirChanged) are shown

@@ -3,6 +3,7 @@
 //! read or write editor state, nothing else (no JSON, no sockets, no files).
 //! Calls go through [`nvim`] (mlua and `helpers.lua`).
 
+pub mod annotations;
 pub mod buffers;
 pub mod context;
 pub mod diagnostics;

@@ -1,0 +1,363 @@
+--- OpenCtx in Neovim: providers' annotations as virtual text, and their
+--- mentions and items handed to the agent. The native library does the
+--- calls (HTTP, the Node host, MCP servers) off the main thread; this module
+--- decides when to ask and shows the answers.
+local M = {}
+local H = {}
+
+local native = require("amp.native")
+
+local AUGROUP = "AmpOpenCtx"
+
+H.config = nil ---@type table?
+H.pending = {} ---@type table<integer, fun(result: table)>
+H.next_id = 0
+H.timers = {} ---@type table<integer, uv.uv_timer_t>
+H.visible = true
+
+--- Links the highlight groups (a colorscheme may override them).
+function M.highlights()
+  vim.api.nvim_set_hl(0, "AmpAnnotation", { link = "Comment", default = true })
+  vim.api.nvim_set_hl(0, "AmpAnnotationSeparator", { link = "NonText", default = true })
+  vim.api.nvim_set_hl(0, "AmpAnnotationTitle", { link = "Title", default = true })
+end
+
+--- Starts (or restarts) the OpenCtx client with `config` (the `openctx` part
+--- of the setup options). Returns true, or false and why.
+---@param config table
+function M.configure(config)
+  H.config = config
+  M.stop()
+  if not config.enabled or vim.tbl_isempty(config.providers or {}) then
+    return true
+  end
+  M.highlights()
+  local _, err = native.call("openctx_configure", {
+    providers = config.providers,
+    timeout_ms = config.timeout_ms,
+    max_file_bytes = config.max_file_bytes,
+    node_command = config.node_command,
+    host_script = native.root() .. "/node/openctx-host.mjs",
+    cache_dir = vim.fn.stdpath("cache") .. "/amp/openctx",
+  })
+  if err then
+    return false, "amp: OpenCtx: " .. err
+  end
+  H.attach()
+  -- Buffers already open get their annotations now.
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    M.refresh(vim.api.nvim_win_get_buf(win))
+  end
+  return true
+end
+
+function M.stop()
+  pcall(vim.api.nvim_del_augroup_by_name, AUGROUP)
+  for buf, timer in pairs(H.timers) do
+    timer:stop()
+    timer:close()
+    H.timers[buf] = nil
+  end
+  if native.loaded() then
+    native.call("openctx_stop")
+  end
+end
+
+function M.enabled()
+  return H.config ~= nil and H.config.enabled and native.loaded() and (native.call("openctx_running")) == true
+end
+
+function H.attach()
+  local group = vim.api.nvim_create_augroup(AUGROUP, { clear = true })
+  vim.api.nvim_create_autocmd({ "BufReadPost", "BufEnter", "BufWritePost" }, {
+    group = group,
+    desc = "amp: ask OpenCtx providers for annotations",
+    callback = function(ev)
+      M.refresh(ev.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI" }, {
+    group = group,
+    desc = "amp: ask OpenCtx providers for annotations after edits (debounced)",
+    callback = function(ev)
+      H.debounced_refresh(ev.buf)
+    end,
+  })
+  vim.api.nvim_create_autocmd({ "BufWipeout" }, {
+    group = group,
+    callback = function(ev)
+      local timer = H.timers[ev.buf]
+      if timer then
+        timer:stop()
+        timer:close()
+        H.timers[ev.buf] = nil
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = group,
+    callback = function()
+      M.stop()
+    end,
+  })
+  vim.api.nvim_create_autocmd("ColorScheme", { group = group, callback = M.highlights })
+end
+
+--- Asks for the annotations of `buf` (0: current); the newest answer wins.
+function M.refresh(buf)
+  if not H.visible then
+    return
+  end
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  if vim.api.nvim_buf_is_valid(buf) and vim.bo[buf].buftype == "" then
+    native.call("openctx_refresh_buffer", buf)
+  end
+end
+
+function H.debounced_refresh(buf)
+  local timer = H.timers[buf]
+  if not timer then
+    timer = assert(vim.uv.new_timer())
+    H.timers[buf] = timer
+  end
+  timer:stop()
+  timer:start(H.config and H.config.debounce_ms or 300, 0, vim.schedule_wrap(function()
+    M.refresh(buf)
+  end))
+end
+
+--- Forgets providers' meta and cached results, then asks again.
+function M.reset()
+  native.call("openctx_reset")
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    M.refresh(vim.api.nvim_win_get_buf(win))
+  end
+end
+
+--- Shows or hides every annotation.
+function M.toggle()
+  H.visible = not H.visible
+  native.call("openctx_set_visible", H.visible)
+  if H.visible then
+    M.reset()
+  end
+  vim.notify("amp: annotations " .. (H.visible and "shown" or "hidden"), vim.log.levels.INFO, { title = "amp" })
+end
+
+--- The annotations drawn in `buf`, each with `provider`, `uri`, `range`, `item`.
+---@return table[]
+function M.annotations(buf)
+  buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
+  local ok, list = pcall(vim.api.nvim_buf_get_var, buf, "amp_openctx_annotations")
+  return ok and type(list) == "table" and list or {}
+end
+
+local function lnum_of(annotation)
+  local range = annotation.range
+  return (type(range) == "table" and range.start and range.start.line or 0) + 1
+end
+
+--- The file's annotations in the quickfix list (and opens it).
+function M.list()
+  local buf = vim.api.nvim_get_current_buf()
+  local items = {}
+  for _, a in ipairs(M.annotations(buf)) do
+    table.insert(items, {
+      bufnr = buf,
+      lnum = lnum_of(a),
+      col = 1,
+      text = (a.item and a.item.title or "?") .. (a.item and a.item.url and ("  " .. a.item.url) or ""),
+    })
+  end
+  if #items == 0 then
+    vim.notify("amp: no annotations in this buffer", vim.log.levels.INFO, { title = "amp" })
+    return false
+  end
+  vim.fn.setqflist({}, " ", { title = "OpenCtx annotations", items = items })
+  vim.cmd("copen")
+  return true
+end
+
+--- Annotations on the cursor's line.
+function M.at_cursor()
+  local line = vim.api.nvim_win_get_cursor(0)[1]
+  return vim.tbl_filter(function(a)
+    return lnum_of(a) == line
+  end, M.annotations(0))
+end
+
+--- A floating window with the title, hover text and URL of the annotations
+--- on the cursor's line.
+function M.hover()
+  local found = M.at_cursor()
+  if #found == 0 then
+    vim.notify("amp: no annotation on this line", vim.log.levels.INFO, { title = "amp" })
+    return nil
+  end
+  local lines = {}
+  for i, a in ipairs(found) do
+    if i > 1 then
+      table.insert(lines, "---")
+    end
+    local item = a.item or {}
+    table.insert(lines, "**" .. (item.title or "") .. "**")
+    local hover = item.ui and item.ui.hover
+    if hover and (hover.markdown or hover.text) then
+      table.insert(lines, "")
+      vim.list_extend(lines, vim.split(hover.markdown or hover.text, "\n"))
+    end
+    if item.url then
+      table.insert(lines, "")
+      table.insert(lines, item.url)
+    end
+  end
+  local buf, win = vim.lsp.util.open_floating_preview(lines, "markdown", { border = "rounded", focus_id = "amp_openctx" })
+  return buf, win
+end
+
+--- Opens the URL of the annotation on the cursor's line with vim.ui.open
+--- (asks which one when there are several).
+function M.open()
+  local with_url = vim.tbl_filter(function(a)
+    return a.item and a.item.url
+  end, M.at_cursor())
+  if #with_url == 0 then
+    vim.notify("amp: no annotation with a URL on this line", vim.log.levels.INFO, { title = "amp" })
+    return false
+  end
+  local function go(a)
+    if a then
+      vim.ui.open(a.item.url)
+    end
+  end
+  if #with_url == 1 then
+    go(with_url[1])
+  else
+    vim.ui.select(with_url, {
+      prompt = "Open",
+      format_item = function(a)
+        return a.item.title .. "  " .. a.item.url
+      end,
+    }, go)
+  end
+  return true
+end
+
+--- Called by the native side with the answer to request `id`.
+function M._resolve(id, result)
+  local callback = H.pending[id]
+  H.pending[id] = nil
+  if callback then
+    callback(result or {})
+  end
+end
+
+function H.request(fn, args, callback)
+  H.next_id = H.next_id + 1
+  local id = H.next_id
+  H.pending[id] = callback
+  table.insert(args, id)
+  local _, err = native.call(fn, unpack(args))
+  if err then
+    H.pending[id] = nil
+    vim.notify("amp: " .. err, vim.log.levels.ERROR, { title = "amp" })
+  end
+end
+
+local function report_failures(result)
+  for _, f in ipairs(result.failures or {}) do
+    vim.notify(("OpenCtx provider %s: %s"):format(f.provider, f.message), vim.log.levels.WARN, { title = "amp" })
+  end
+end
+
+--- Where picked context goes: the agent's prompt, or a scratch buffer when
+--- no agent is connected.
+function M.deliver(text, title)
+  if text == "" then
+    vim.notify("amp: the provider returned no content for the agent", vim.log.levels.WARN, { title = "amp" })
+    return "none"
+  end
+  local status = require("amp").status()
+  if status.running and (status.clients or 0) > 0 then
+    require("amp.message").send_to_prompt(text)
+    return "agent"
+  end
+  vim.cmd("botright new")
+  local buf = vim.api.nvim_get_current_buf()
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].filetype = "markdown"
+  pcall(vim.api.nvim_buf_set_name, buf, "amp://context/" .. (title or "items"))
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n"))
+  return "scratch"
+end
+
+local function items_text(items)
+  local parts = {}
+  for _, item in ipairs(items) do
+    local content = item.ai and item.ai.content
+    if type(content) == "string" and content ~= "" then
+      table.insert(parts, content)
+    end
+  end
+  return table.concat(parts, "\n\n")
+end
+
+--- `:Amp mention [query]`: pick a mention from every provider that offers
+--- them, fetch its items, hand their `ai.content` to the agent.
+---@param query? string
+---@param on_done? fun(where: string)
+function M.mention(query, on_done)
+  H.request("openctx_mentions", { query or "" }, function(result)
+    report_failures(result)
+    local mentions = result.mentions or {}
+    if #mentions == 0 then
+      vim.notify("amp: no mentions" .. (query and query ~= "" and (" for '" .. query .. "'") or ""), vim.log.levels.INFO, { title = "amp" })
+      return
+    end
+    vim.ui.select(mentions, {
+      prompt = mentions[1].label or "OpenCtx mention",
+      format_item = function(m)
+        local d = m.mention.description
+        return m.mention.title .. (d and d ~= "" and ("  — " .. d) or "")
+      end,
+    }, function(choice)
+      if not choice then
+        return
+      end
+      H.request("openctx_items_mention", { choice.provider, choice.mention }, function(res)
+        if res.error then
+          vim.notify("amp: " .. res.error, vim.log.levels.WARN, { title = "amp" })
+        end
+        local where = M.deliver(items_text(res.items or {}), choice.mention.title)
+        if on_done then
+          on_done(where)
+        end
+      end)
+    end)
+  end)
+end
+
+--- `:Amp context {message}`: items from providers whose messageSelectors
+--- match the message, handed to the agent.
+function M.context(message, on_done)
+  H.request("openctx_items_message", { message }, function(result)
+    report_failures(result)
+    local items = vim.tbl_map(function(x)
+      return x.item
+    end, result.items or {})
+    if #items == 0 then
+      vim.notify("amp: no provider has context for that message", vim.log.levels.INFO, { title = "amp" })
+      if on_done then
+        on_done("none")
+      end
+      return
+    end
+    local where = M.deliver(items_text(items), "message")
+    if on_done then
+      on_done(where)
+    end
+  end)
+end
+
+return M

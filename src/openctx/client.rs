@@ -1,0 +1,436 @@
+//! The provider registry: one entry per configured provider, each with its
+//! transport, its cached `meta`, and its health.
+//!
+//! Every call has a deadline (the reference client has none; an editor
+//! needs one). A provider that fails, hangs or answers garbage contributes
+//! nothing and never fails the others; after [`FAILURES_BEFORE_PAUSE`]
+//! failures in a row it is paused for [`PAUSE`], as VS Code's client does.
+//! Results are merged in the order of provider URIs, each provider's
+//! annotations sorted by position; annotation results are cached by
+//! provider, URI and content.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use super::cache::TtlCache;
+use super::merge::{merge_by_provider, sort_annotations};
+use super::selectors::{compile_message_selectors, message_matches, CompiledSelectors};
+use super::transport::http::HttpTransport;
+use super::transport::mcp::McpProvider;
+use super::transport::node::NodeHost;
+use super::transport::ProviderError;
+use super::types::{Annotation, Item, Mention, MetaResult};
+use crate::log;
+
+const FAILURES_BEFORE_PAUSE: u32 = 5;
+const PAUSE: Duration = Duration::from_secs(10);
+const RESULT_CACHE_ENTRIES: usize = 64;
+const RESULT_CACHE_TTL: Duration = Duration::from_secs(300);
+
+/// One provider as configured by the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSpec {
+    pub uri: String,
+    pub kind: ProviderKind,
+    /// Sent unchanged as `settings` on every call (not for MCP entries).
+    pub settings: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderKind {
+    Http,
+    JsModule,
+    Mcp { command: String, args: Vec<String>, env: Vec<(String, String)>, cwd: Option<PathBuf> },
+}
+
+impl ProviderSpec {
+    /// Reads one entry of the `providers` map; `None` for a disabled one.
+    pub fn from_entry(uri: &str, value: &Value) -> Result<Option<ProviderSpec>, String> {
+        let settings = match value {
+            Value::Bool(false) | Value::Null => return Ok(None),
+            Value::Bool(true) => json!({}),
+            Value::Object(_) => value.clone(),
+            Value::Array(a) if a.is_empty() => json!({}),
+            other => return Err(format!("openctx.providers[\"{uri}\"] must be true, false or a table, got {other}")),
+        };
+        let kind = provider_kind(uri, &settings)?;
+        let settings = if matches!(kind, ProviderKind::Mcp { .. }) { json!({}) } else { settings };
+        Ok(Some(ProviderSpec { uri: uri.to_owned(), kind, settings }))
+    }
+}
+
+/// The transport a provider URI names, as the reference client decides it.
+fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
+    let lower = uri.to_ascii_lowercase();
+    if lower.starts_with("mcp:") {
+        let command = settings
+            .get("command")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("openctx.providers[\"{uri}\"]: an mcp: provider needs {{ command = \"…\" }}"))?;
+        let args = match settings.get("args") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("openctx.providers[\"{uri}\"].args must be strings")))
+                .collect::<Result<_, _>>()?,
+            Some(Value::Object(o)) if o.is_empty() => Vec::new(),
+            Some(_) => return Err(format!("openctx.providers[\"{uri}\"].args must be a list of strings")),
+        };
+        let env = match settings.get("env") {
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())).ok_or_else(|| format!("openctx.providers[\"{uri}\"].env.{k} must be a string")))
+                .collect::<Result<_, _>>()?,
+            Some(Value::Array(a)) if a.is_empty() => Vec::new(),
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => return Err(format!("openctx.providers[\"{uri}\"].env must be a table of strings")),
+        };
+        let cwd = settings.get("cwd").and_then(Value::as_str).map(PathBuf::from);
+        return Ok(ProviderKind::Mcp { command: command.to_owned(), args, env, cwd });
+    }
+    if lower.starts_with("http+js:") || lower.starts_with("https+js:") || lower.starts_with("file:") {
+        return Ok(ProviderKind::JsModule);
+    }
+    if lower.starts_with("http:") || lower.starts_with("https:") {
+        let path = uri.split(['?', '#']).next().unwrap_or(uri);
+        let js = [".js", ".mjs", ".cjs", ".ts"].iter().any(|ext| path.to_ascii_lowercase().ends_with(ext));
+        return Ok(if js { ProviderKind::JsModule } else { ProviderKind::Http });
+    }
+    Err(format!("openctx.providers[\"{uri}\"]: unsupported provider URI (use http(s):, file:, http+js:, https+js: or mcp:)"))
+}
+
+#[derive(Clone)]
+enum Transport {
+    Http(HttpTransport),
+    Node(NodeHost),
+    Mcp(McpProvider),
+}
+
+/// `meta` with its selectors compiled once.
+struct ProviderMeta {
+    meta: MetaResult,
+    annotation_selectors: Option<CompiledSelectors>,
+    message_selectors: Option<Vec<regex::Regex>>,
+}
+
+#[derive(Default)]
+struct Health {
+    consecutive_failures: u32,
+    paused_until: Option<Instant>,
+    /// The user was told about the current run of failures.
+    reported: bool,
+}
+
+struct Provider {
+    spec: ProviderSpec,
+    transport: Transport,
+    meta: tokio::sync::Mutex<Option<Arc<ProviderMeta>>>,
+    health: Mutex<Health>,
+}
+
+/// A provider failure the user should hear about (once per run of failures).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub provider: String,
+    pub message: String,
+}
+
+pub struct ClientOptions {
+    pub timeout: Duration,
+    pub node_command: String,
+    pub host_script: PathBuf,
+    pub cache_dir: PathBuf,
+}
+
+pub struct OpenCtxClient {
+    providers: Vec<Arc<Provider>>,
+    timeout: Duration,
+    node: NodeHost,
+    mcp: Vec<McpProvider>,
+    annotation_cache: Mutex<TtlCache<Vec<Annotation>>>,
+    failures: Mutex<Vec<Failure>>,
+}
+
+impl OpenCtxClient {
+    pub fn new(specs: Vec<ProviderSpec>, options: ClientOptions) -> Self {
+        let node = NodeHost::new(options.node_command, options.host_script, options.cache_dir);
+        let mut specs = specs;
+        // The reference sorts provider URIs as JS strings (UTF-16 order).
+        specs.sort_by(|a, b| a.uri.encode_utf16().cmp(b.uri.encode_utf16()));
+        let mut mcp = Vec::new();
+        let providers = specs
+            .into_iter()
+            .map(|spec| {
+                let transport = match &spec.kind {
+                    ProviderKind::Http => Transport::Http(HttpTransport::new(spec.uri.clone())),
+                    ProviderKind::JsModule => Transport::Node(node.clone()),
+                    ProviderKind::Mcp { command, args, env, cwd } => {
+                        let p = McpProvider::new(command.clone(), args.clone(), env.clone(), cwd.clone());
+                        mcp.push(p.clone());
+                        Transport::Mcp(p)
+                    }
+                };
+                Arc::new(Provider { spec, transport, meta: tokio::sync::Mutex::new(None), health: Mutex::new(Health::default()) })
+            })
+            .collect();
+        Self {
+            providers,
+            timeout: options.timeout,
+            node,
+            mcp,
+            annotation_cache: Mutex::new(TtlCache::new(RESULT_CACHE_ENTRIES, RESULT_CACHE_TTL)),
+            failures: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn provider_uris(&self) -> Vec<String> {
+        self.providers.iter().map(|p| p.spec.uri.clone()).collect()
+    }
+
+    /// Failures not yet shown to the user (each provider once per run of failures).
+    pub fn take_failures(&self) -> Vec<Failure> {
+        std::mem::take(&mut *self.failures.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Forgets every provider's `meta` and cached results (`:Amp annotations refresh`).
+    pub async fn refresh(&self) {
+        for p in &self.providers {
+            *p.meta.lock().await = None;
+            *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
+        }
+        *self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()) =
+            TtlCache::new(RESULT_CACHE_ENTRIES, RESULT_CACHE_TTL);
+    }
+
+    pub async fn shutdown(&self) {
+        self.node.shutdown().await;
+        for m in &self.mcp {
+            m.shutdown().await;
+        }
+    }
+
+    async fn call(&self, provider: &Provider, method: &str, params: Value) -> Result<Value, ProviderError> {
+        {
+            let health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+            if health.paused_until.is_some_and(|until| Instant::now() < until) {
+                return Err(ProviderError::Transport("paused after repeated failures".into()));
+            }
+        }
+        let settings = &provider.spec.settings;
+        let call = async {
+            match &provider.transport {
+                Transport::Http(t) => t.call(method, params, settings).await,
+                Transport::Node(n) => n.call(&provider.spec.uri, method, params, settings).await,
+                Transport::Mcp(m) => m.call(method, params).await,
+            }
+        };
+        let outcome = match tokio::time::timeout(self.timeout, call).await {
+            Ok(r) => r,
+            Err(_) => Err(ProviderError::Timeout),
+        };
+        self.record(provider, method, &outcome);
+        outcome
+    }
+
+    fn record(&self, provider: &Provider, method: &str, outcome: &Result<Value, ProviderError>) {
+        let mut health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(_) => *health = Health::default(),
+            Err(e) => {
+                health.consecutive_failures += 1;
+                log::warn(format!("openctx provider {} {method} failed: {e}", provider.spec.uri));
+                if health.consecutive_failures >= FAILURES_BEFORE_PAUSE {
+                    health.paused_until = Some(Instant::now() + PAUSE);
+                    health.consecutive_failures = 0;
+                    log::warn(format!("openctx provider {} paused for {}s", provider.spec.uri, PAUSE.as_secs()));
+                }
+                if !health.reported {
+                    health.reported = true;
+                    self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(Failure {
+                        provider: provider.spec.uri.clone(),
+                        message: format!("{method} failed: {e}"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// `meta`, called once and cached; failures are not cached.
+    async fn meta(&self, provider: &Provider) -> Option<Arc<ProviderMeta>> {
+        let mut slot = provider.meta.lock().await;
+        if let Some(meta) = slot.as_ref() {
+            return Some(meta.clone());
+        }
+        let value = self.call(provider, "meta", json!({})).await.ok()?;
+        let meta: MetaResult = match serde_json::from_value(value) {
+            Ok(m) => m,
+            Err(e) => {
+                self.record(provider, "meta", &Err(ProviderError::Protocol(format!("bad meta: {e}"))));
+                return None;
+            }
+        };
+        let annotation_selectors = meta.annotations.as_ref().map(|a| {
+            let (compiled, errors) = CompiledSelectors::compile(a.selectors.as_deref());
+            for e in errors {
+                log::warn(format!("openctx provider {}: {e}", provider.spec.uri));
+            }
+            compiled
+        });
+        let message_selectors = meta.items.as_ref().and_then(|i| i.message_selectors.as_deref()).map(|sel| {
+            let (regexes, errors) = compile_message_selectors(Some(sel));
+            for e in errors {
+                log::warn(format!("openctx provider {}: {e}", provider.spec.uri));
+            }
+            regexes
+        });
+        let meta = Arc::new(ProviderMeta { meta, annotation_selectors, message_selectors });
+        *slot = Some(meta.clone());
+        Some(meta)
+    }
+
+    /// The metas of every provider that answers (for `:checkhealth` and pickers).
+    pub async fn metas(&self) -> Vec<(String, MetaResult)> {
+        let all = join_all(self.providers.iter().map(|p| async move { (p.spec.uri.clone(), self.meta(p).await) })).await;
+        all.into_iter().filter_map(|(uri, m)| m.map(|m| (uri, m.meta.clone()))).collect()
+    }
+
+    /// Annotations for a document from every provider whose selectors match.
+    pub async fn annotations(&self, uri: &str, content: &str) -> Vec<(String, Annotation)> {
+        let content_key = content_hash(content);
+        let per_provider = join_all(self.providers.iter().map(|p| async move {
+            let meta = self.meta(p).await?;
+            let selectors = meta.annotation_selectors.as_ref()?;
+            if !selectors.matches(uri, content) {
+                return None;
+            }
+            let key = format!("{}\u{0}{uri}\u{0}{content_key}", p.spec.uri);
+            if let Some(hit) = self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+                return Some((p.spec.uri.clone(), hit));
+            }
+            let value = self.call(p, "annotations", json!({ "uri": uri, "content": content })).await.ok()?;
+            let mut list: Vec<Annotation> = match parse_list(value) {
+                Ok(list) => list,
+                Err(e) => {
+                    self.record(p, "annotations", &Err(ProviderError::Protocol(e)));
+                    return None;
+                }
+            };
+            sort_annotations(&mut list);
+            self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, list.clone());
+            Some((p.spec.uri.clone(), list))
+        }))
+        .await;
+        merge_by_provider(per_provider.into_iter().flatten().collect())
+    }
+
+    /// Mentions from every provider that offers them, with its picker label.
+    pub async fn mentions(&self, query: &str) -> Vec<(String, Option<String>, Mention)> {
+        let per_provider = join_all(self.providers.iter().map(|p| async move {
+            let meta = self.meta(p).await?;
+            let label = meta.meta.mentions.as_ref()?.label.clone();
+            let value = self.call(p, "mentions", json!({ "query": query })).await.ok()?;
+            let list: Vec<Mention> = match parse_list(value) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.record(p, "mentions", &Err(ProviderError::Protocol(e)));
+                    return None;
+                }
+            };
+            Some((p.spec.uri.clone(), list.into_iter().map(|m| (label.clone(), m)).collect::<Vec<_>>()))
+        }))
+        .await;
+        merge_by_provider(per_provider.into_iter().flatten().collect())
+            .into_iter()
+            .map(|(uri, (label, m))| (uri, label, m))
+            .collect()
+    }
+
+    /// Items for a mention (from the provider that gave it).
+    pub async fn items_for_mention(&self, provider_uri: &str, mention: &Mention) -> Result<Vec<Item>, String> {
+        let p = self.providers.iter().find(|p| p.spec.uri == provider_uri).ok_or("unknown provider")?;
+        let value = self
+            .call(p, "items", json!({ "mention": mention }))
+            .await
+            .map_err(|e| format!("{provider_uri}: {e}"))?;
+        parse_list(value).map_err(|e| format!("{provider_uri}: {e}"))
+    }
+
+    /// Items for a message from providers whose `messageSelectors` match it.
+    pub async fn items_for_message(&self, message: &str) -> Vec<(String, Item)> {
+        let per_provider = join_all(self.providers.iter().map(|p| async move {
+            let meta = self.meta(p).await?;
+            let regexes = meta.message_selectors.as_ref()?;
+            if !message_matches(regexes, message) {
+                return None;
+            }
+            let value = self.call(p, "items", json!({ "message": message })).await.ok()?;
+            let list: Vec<Item> = parse_list(value).ok()?;
+            Some((p.spec.uri.clone(), list))
+        }))
+        .await;
+        merge_by_provider(per_provider.into_iter().flatten().collect())
+    }
+}
+
+fn parse_list<T: serde::de::DeserializeOwned>(value: Value) -> Result<Vec<T>, String> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(_) => serde_json::from_value(value).map_err(|e| format!("unexpected answer: {e}")),
+        other => Err(format!("expected a list, got {}", truncate(&other.to_string(), 80))),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+fn content_hash(content: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    content.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_kinds_follow_the_reference() {
+        let kind = |uri: &str| ProviderSpec::from_entry(uri, &json!(true)).unwrap().unwrap().kind;
+        assert_eq!(kind("https://example.com/openctx"), ProviderKind::Http);
+        assert_eq!(kind("http://127.0.0.1:9/p"), ProviderKind::Http);
+        assert_eq!(kind("https://example.com/dist/p.js"), ProviderKind::JsModule);
+        assert_eq!(kind("https://example.com/p.mjs?v=1"), ProviderKind::JsModule);
+        assert_eq!(kind("https+js://example.com/p"), ProviderKind::JsModule);
+        assert_eq!(kind("file:///abs/p.mjs"), ProviderKind::JsModule);
+        assert!(ProviderSpec::from_entry("ftp://x", &json!(true)).is_err());
+        assert_eq!(ProviderSpec::from_entry("https://x", &json!(false)).unwrap(), None);
+    }
+
+    #[test]
+    fn mcp_entries_need_a_command_and_send_no_settings() {
+        let spec = ProviderSpec::from_entry("mcp:everything", &json!({"command": "node", "args": ["a.js"], "env": {"K": "v"}}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(spec.settings, json!({}));
+        assert_eq!(
+            spec.kind,
+            ProviderKind::Mcp { command: "node".into(), args: vec!["a.js".into()], env: vec![("K".into(), "v".into())], cwd: None }
+        );
+        assert!(ProviderSpec::from_entry("mcp:x", &json!(true)).unwrap_err().contains("command"));
+    }
+
+    #[test]
+    fn settings_pass_through() {
+        let spec = ProviderSpec::from_entry("https://x/api", &json!({"token": "t"})).unwrap().unwrap();
+        assert_eq!(spec.settings, json!({"token": "t"}));
+    }
+}

@@ -1,0 +1,227 @@
+//! The OpenCtx service: its own small tokio runtime and the current client,
+//! independent of the Amp server (annotations work with no agent connected).
+//!
+//! Lua asks for work by buffer number or request id and gets answers back
+//! on the main thread: annotations are drawn by `editor::annotations`,
+//! picker data is handed to `require("amp.openctx")._resolve(id, result)`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::runtime::Runtime;
+
+use super::client::{ClientOptions, OpenCtxClient, ProviderSpec};
+use super::types::{Annotation, Mention};
+use crate::editor::annotations::{self, Mark};
+use crate::text::utf16_to_byte_col;
+use crate::{bridge, log};
+
+pub struct ServiceOptions {
+    pub providers: Vec<ProviderSpec>,
+    pub timeout: Duration,
+    pub max_file_bytes: usize,
+    pub node_command: String,
+    pub host_script: PathBuf,
+    pub cache_dir: PathBuf,
+}
+
+impl ServiceOptions {
+    pub fn from_json(v: &Value) -> Result<Self, String> {
+        let field = |k: &str| v.get(k).filter(|x| !x.is_null());
+        let mut providers = Vec::new();
+        match field("providers") {
+            None => {}
+            Some(Value::Object(map)) => {
+                for (uri, entry) in map {
+                    if let Some(spec) = ProviderSpec::from_entry(uri, entry)? {
+                        providers.push(spec);
+                    }
+                }
+            }
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(other) => return Err(format!("openctx.providers must be a table of provider URIs, got {other}")),
+        }
+        let int = |k: &str, default: u64| -> Result<u64, String> {
+            match field(k) {
+                None => Ok(default),
+                Some(x) => x.as_u64().ok_or_else(|| format!("openctx.{k} must be a non-negative integer, got {x}")),
+            }
+        };
+        let string = |k: &str| -> Result<Option<String>, String> {
+            match field(k) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(x) => Err(format!("openctx.{k} must be a string, got {x}")),
+            }
+        };
+        Ok(Self {
+            providers,
+            timeout: Duration::from_millis(int("timeout_ms", 2000)?.max(1)),
+            max_file_bytes: int("max_file_bytes", 1024 * 1024)? as usize,
+            node_command: string("node_command")?.unwrap_or_else(|| "node".into()),
+            host_script: string("host_script")?.map(PathBuf::from).ok_or("openctx.host_script is missing")?,
+            cache_dir: string("cache_dir")?.map(PathBuf::from).ok_or("openctx.cache_dir is missing")?,
+        })
+    }
+}
+
+struct Service {
+    runtime: Runtime,
+    client: Arc<OpenCtxClient>,
+    max_file_bytes: usize,
+}
+
+static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
+
+fn service() -> std::sync::MutexGuard<'static, Option<Service>> {
+    SERVICE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// (Re)configures the service; the previous client and its processes go.
+pub fn configure(options: ServiceOptions) -> Result<Value, String> {
+    stop();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(4)
+        .thread_name("amp-openctx")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the OpenCtx runtime: {e}"))?;
+    bridge::open()?;
+    let client = Arc::new(OpenCtxClient::new(
+        options.providers,
+        ClientOptions {
+            timeout: options.timeout,
+            node_command: options.node_command,
+            host_script: options.host_script,
+            cache_dir: options.cache_dir,
+        },
+    ));
+    let providers = client.provider_uris();
+    log::info(format!("openctx: {} provider(s): {}", providers.len(), providers.join(", ")));
+    *service() = Some(Service { runtime, client, max_file_bytes: options.max_file_bytes });
+    Ok(json!({ "providers": providers }))
+}
+
+/// Stops the service (its Node and MCP children are killed). Idempotent.
+pub fn stop() {
+    let Some(s) = service().take() else { return };
+    let client = s.client.clone();
+    // Bounded: children are killed on drop anyway.
+    let _ = s.runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), client.shutdown()).await });
+    s.runtime.shutdown_timeout(Duration::from_millis(200));
+    bridge::close();
+}
+
+pub fn running() -> bool {
+    service().is_some()
+}
+
+/// Requests annotations for a buffer; they are drawn when they arrive unless
+/// the buffer changed meanwhile (only the newest answer is applied).
+pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
+    let guard = service();
+    let Some(s) = guard.as_ref() else { return Ok(()) };
+    let Some(doc) = annotations::read_document(bufnr, s.max_file_bytes)? else { return Ok(()) };
+    let client = s.client.clone();
+    s.runtime.spawn(async move {
+        let uri = crate::amp::uri::path_to_file_uri(&doc.path);
+        let found = client.annotations(&uri, &doc.text).await;
+        let marks = to_marks(&doc.text, &found);
+        let listed: Vec<Value> = found.iter().map(|(provider, a)| annotation_json(provider, a, &marks)).collect();
+        let failures = client.take_failures();
+        let _ = bridge::post(move || {
+            annotations::render(doc.bufnr, doc.generation, marks, listed);
+            for f in failures {
+                annotations::report_failure(&f.provider, &f.message);
+            }
+        });
+    });
+    Ok(())
+}
+
+/// Converts annotation positions (UTF-16) to byte columns on the text's lines.
+fn to_marks(text: &str, found: &[(String, Annotation)]) -> Vec<Mark> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    found
+        .iter()
+        .map(|(_, a)| {
+            let (line, character) = a.range.as_ref().map_or((0, 0), |r| (r.start.line as usize, r.start.character as usize));
+            let line = line.min(lines.len().saturating_sub(1));
+            let text = lines.get(line).copied().unwrap_or_default().trim_end_matches('\r');
+            Mark { line, col: utf16_to_byte_col(text.as_bytes(), character), title: a.item.title.clone() }
+        })
+        .collect()
+}
+
+fn annotation_json(provider: &str, a: &Annotation, _marks: &[Mark]) -> Value {
+    let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        map.insert("provider".into(), json!(provider));
+    }
+    v
+}
+
+/// Forgets metas and cached results.
+pub fn reset() -> Result<(), String> {
+    let guard = service();
+    let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
+    let client = s.client.clone();
+    s.runtime.block_on(client.refresh());
+    Ok(())
+}
+
+/// Hands `result` to the Lua request `id` on the main thread.
+fn resolve(id: i64, result: Value) {
+    let _ = bridge::post(move || annotations::resolve_request(id, &result));
+}
+
+pub fn mentions(query: String, id: i64) -> Result<(), String> {
+    let guard = service();
+    let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
+    let client = s.client.clone();
+    s.runtime.spawn(async move {
+        let list = client.mentions(&query).await;
+        let failures = client.take_failures();
+        let items: Vec<Value> = list
+            .into_iter()
+            .map(|(provider, label, m)| json!({ "provider": provider, "label": label, "mention": m }))
+            .collect();
+        resolve(id, json!({ "mentions": items, "failures": failures_json(failures) }));
+    });
+    Ok(())
+}
+
+pub fn items_for_mention(provider: String, mention: Value, id: i64) -> Result<(), String> {
+    let mention: Mention = serde_json::from_value(mention).map_err(|e| format!("not a mention: {e}"))?;
+    let guard = service();
+    let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
+    let client = s.client.clone();
+    s.runtime.spawn(async move {
+        let result = match client.items_for_mention(&provider, &mention).await {
+            Ok(items) => json!({ "items": items }),
+            Err(e) => json!({ "items": [], "error": e }),
+        };
+        resolve(id, result);
+    });
+    Ok(())
+}
+
+pub fn items_for_message(message: String, id: i64) -> Result<(), String> {
+    let guard = service();
+    let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
+    let client = s.client.clone();
+    s.runtime.spawn(async move {
+        let items = client.items_for_message(&message).await;
+        let failures = client.take_failures();
+        let items: Vec<Value> = items.into_iter().map(|(p, i)| json!({ "provider": p, "item": i })).collect();
+        resolve(id, json!({ "items": items, "failures": failures_json(failures) }));
+    });
+    Ok(())
+}
+
+fn failures_json(failures: Vec<super::client::Failure>) -> Value {
+    Value::Array(failures.into_iter().map(|f| json!({ "provider": f.provider, "message": f.message })).collect())
+}
