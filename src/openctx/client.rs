@@ -17,7 +17,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 
 use super::cache::TtlCache;
-use super::merge::{merge_by_provider, sort_annotations};
+use super::merge::{compare_provider_uris, merge_by_provider, sort_annotations};
 use super::selectors::{compile_message_selectors, message_matches, CompiledSelectors};
 use super::transport::http::HttpTransport;
 use super::transport::mcp::McpProvider;
@@ -159,8 +159,8 @@ impl OpenCtxClient {
     pub fn new(specs: Vec<ProviderSpec>, options: ClientOptions) -> Self {
         let node = NodeHost::new(options.node_command, options.host_script, options.cache_dir);
         let mut specs = specs;
-        // The reference sorts provider URIs as JS strings (UTF-16 order).
-        specs.sort_by(|a, b| a.uri.encode_utf16().cmp(b.uri.encode_utf16()));
+        // The order the reference merges results in (`localeCompare`).
+        specs.sort_by(|a, b| compare_provider_uris(&a.uri, &b.uri));
         let mut mcp = Vec::new();
         let providers = specs
             .into_iter()
