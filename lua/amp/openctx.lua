@@ -165,7 +165,7 @@ function M.list()
     table.insert(items, {
       bufnr = buf,
       lnum = lnum_of(a),
-      col = 1,
+      col = (tonumber(a.byte_col) or 0) + 1,
       text = (a.item and a.item.title or "?") .. (a.item and a.item.url and ("  " .. a.item.url) or ""),
     })
   end

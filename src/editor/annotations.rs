@@ -66,9 +66,13 @@ pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, S
             LATEST.with(|l| l.borrow_mut().insert(buf, generation));
             Ok(Some(Document { bufnr: buf, generation, path: path_from_lua(&name), text: text.to_string_lossy() }))
         }
-        // Too big: whatever was drawn before no longer applies.
+        // Too big: whatever was drawn or listed before no longer applies.
         (Some(mlua::Value::Nil), Some(mlua::Value::Integer(buf)), _, _) => {
-            clear(buf as i32);
+            let buf = buf as i32;
+            clear(buf);
+            let _ = nvim::helper::<_, ()>("del_var", (buf, ANNOTATIONS_VAR));
+            // A request still in flight for the smaller text must not draw.
+            LATEST.with(|l| l.borrow_mut().remove(&buf));
             Ok(None)
         }
         _ => Ok(None),

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_json::{json, Value};
 
 use super::cache::TtlCache;
@@ -23,13 +24,15 @@ use super::transport::http::HttpTransport;
 use super::transport::mcp::McpProvider;
 use super::transport::node::NodeHost;
 use super::transport::ProviderError;
-use super::types::{Annotation, Item, Mention, MetaResult};
+use super::types::{parse_list_lenient, Annotation, Item, Mention, MetaResult};
 use crate::log;
 
 const FAILURES_BEFORE_PAUSE: u32 = 5;
 const PAUSE: Duration = Duration::from_secs(10);
 const RESULT_CACHE_ENTRIES: usize = 64;
 const RESULT_CACHE_TTL: Duration = Duration::from_secs(300);
+/// How long a failed `meta` is not asked again.
+const META_RETRY: Duration = Duration::from_secs(2);
 
 /// One provider as configured by the user.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +132,7 @@ struct Provider {
     spec: ProviderSpec,
     transport: Transport,
     meta: tokio::sync::Mutex<Option<Arc<ProviderMeta>>>,
+    meta_failed_at: Mutex<Option<Instant>>,
     health: Mutex<Health>,
 }
 
@@ -174,7 +178,13 @@ impl OpenCtxClient {
                         Transport::Mcp(p)
                     }
                 };
-                Arc::new(Provider { spec, transport, meta: tokio::sync::Mutex::new(None), health: Mutex::new(Health::default()) })
+                Arc::new(Provider {
+                    spec,
+                    transport,
+                    meta: tokio::sync::Mutex::new(None),
+                    meta_failed_at: Mutex::new(None),
+                    health: Mutex::new(Health::default()),
+                })
             })
             .collect();
         Self {
@@ -200,6 +210,7 @@ impl OpenCtxClient {
     pub async fn refresh(&self) {
         for p in &self.providers {
             *p.meta.lock().await = None;
+            *p.meta_failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
             *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
         }
         *self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -221,25 +232,61 @@ impl OpenCtxClient {
             }
         }
         let settings = &provider.spec.settings;
-        let call = async {
+        let once = |params: Value| async move {
             match &provider.transport {
                 Transport::Http(t) => t.call(method, params, settings).await,
                 Transport::Node(n) => n.call(&provider.spec.uri, method, params, settings).await,
                 Transport::Mcp(m) => m.call(method, params).await,
             }
         };
+        let call = async {
+            match once(params.clone()).await {
+                // A child process that died just before the call (its exit
+                // not yet noticed) is restarted by the next call: try once
+                // more within the same deadline.
+                Err(ProviderError::Transport(e)) if !matches!(provider.transport, Transport::Http(_)) => {
+                    log::info(format!("openctx provider {}: {e}; retrying once", provider.spec.uri));
+                    once(params).await
+                }
+                other => other,
+            }
+        };
         let outcome = match tokio::time::timeout(self.timeout, call).await {
             Ok(r) => r,
             Err(_) => Err(ProviderError::Timeout),
         };
-        self.record(provider, method, &outcome);
+        // Success is recorded by the caller once the answer has parsed: an
+        // answer of the wrong shape is a failure too.
+        if let Err(e) = &outcome {
+            self.record(provider, method, Err(e));
+        }
         outcome
     }
 
-    fn record(&self, provider: &Provider, method: &str, outcome: &Result<Value, ProviderError>) {
+    /// Calls `method` and parses a list answer leniently (a malformed
+    /// element is dropped and logged, the rest kept). A non-list answer is a
+    /// failure of the provider.
+    async fn call_list<T: serde::de::DeserializeOwned>(&self, provider: &Provider, method: &str, params: Value) -> Option<Vec<T>> {
+        let value = self.call(provider, method, params).await.ok()?;
+        match parse_list_lenient::<T>(value, method) {
+            Ok((list, errors)) => {
+                for e in errors {
+                    log::warn(format!("openctx provider {}: {e} (skipped)", provider.spec.uri));
+                }
+                self.record(provider, method, Ok(()));
+                Some(list)
+            }
+            Err(e) => {
+                self.record(provider, method, Err(&ProviderError::Protocol(e)));
+                None
+            }
+        }
+    }
+
+    fn record(&self, provider: &Provider, method: &str, outcome: Result<(), &ProviderError>) {
         let mut health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
-            Ok(_) => *health = Health::default(),
+            Ok(()) => *health = Health::default(),
             Err(e) => {
                 health.consecutive_failures += 1;
                 log::warn(format!("openctx provider {} {method} failed: {e}", provider.spec.uri));
@@ -259,20 +306,34 @@ impl OpenCtxClient {
         }
     }
 
-    /// `meta`, called once and cached; failures are not cached.
+    /// `meta`, called once and cached. A failure is not cached, but it is
+    /// not retried for [`META_RETRY`] either: requests that queued behind a
+    /// hanging `meta` would otherwise each wait a whole timeout again.
     async fn meta(&self, provider: &Provider) -> Option<Arc<ProviderMeta>> {
         let mut slot = provider.meta.lock().await;
         if let Some(meta) = slot.as_ref() {
             return Some(meta.clone());
         }
-        let value = self.call(provider, "meta", json!({})).await.ok()?;
+        {
+            let failed = *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner());
+            if failed.is_some_and(|at| at.elapsed() < META_RETRY) {
+                return None;
+            }
+        }
+        let failed = || *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        let Ok(value) = self.call(provider, "meta", json!({})).await else {
+            failed();
+            return None;
+        };
         let meta: MetaResult = match serde_json::from_value(value) {
             Ok(m) => m,
             Err(e) => {
-                self.record(provider, "meta", &Err(ProviderError::Protocol(format!("bad meta: {e}"))));
+                self.record(provider, "meta", Err(&ProviderError::Protocol(format!("bad meta: {e}"))));
+                failed();
                 return None;
             }
         };
+        self.record(provider, "meta", Ok(()));
         let annotation_selectors = meta.annotations.as_ref().map(|a| {
             let (compiled, errors) = CompiledSelectors::compile(a.selectors.as_deref());
             for e in errors {
@@ -298,33 +359,57 @@ impl OpenCtxClient {
         all.into_iter().filter_map(|(uri, m)| m.map(|m| (uri, m.meta.clone()))).collect()
     }
 
-    /// Annotations for a document from every provider whose selectors match.
-    pub async fn annotations(&self, uri: &str, content: &str) -> Vec<(String, Annotation)> {
+    /// Annotations for a document from every provider whose selectors
+    /// match, merged. `on_update` is called with the merged list so far each
+    /// time a provider answers, so a slow provider never holds up the others.
+    pub async fn annotations(&self, uri: &str, content: &str, mut on_update: impl FnMut(Vec<(String, Annotation)>)) {
         let content_key = content_hash(content);
-        let per_provider = join_all(self.providers.iter().map(|p| async move {
-            let meta = self.meta(p).await?;
-            let selectors = meta.annotation_selectors.as_ref()?;
-            if !selectors.matches(uri, content) {
-                return None;
+        let mut pending: FuturesUnordered<_> = self
+            .providers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| async move { (i, self.provider_annotations(p, uri, content, content_key).await) })
+            .collect();
+        let mut answered: Vec<Option<Vec<Annotation>>> = vec![None; self.providers.len()];
+        let mut drawn = false;
+        while let Some((i, result)) = pending.next().await {
+            let Some(list) = result else { continue };
+            let empty = list.is_empty();
+            answered[i] = Some(list);
+            if empty && answered.iter().flatten().all(Vec::is_empty) && !pending.is_empty() {
+                continue; // nothing new to draw yet
             }
-            let key = format!("{}\u{0}{uri}\u{0}{content_key}", p.spec.uri);
-            if let Some(hit) = self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-                return Some((p.spec.uri.clone(), hit));
-            }
-            let value = self.call(p, "annotations", json!({ "uri": uri, "content": content })).await.ok()?;
-            let mut list: Vec<Annotation> = match parse_list(value) {
-                Ok(list) => list,
-                Err(e) => {
-                    self.record(p, "annotations", &Err(ProviderError::Protocol(e)));
-                    return None;
-                }
-            };
-            sort_annotations(&mut list);
-            self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, list.clone());
-            Some((p.spec.uri.clone(), list))
-        }))
-        .await;
-        merge_by_provider(per_provider.into_iter().flatten().collect())
+            let merged: Vec<(String, Vec<Annotation>)> = self
+                .providers
+                .iter()
+                .zip(&answered)
+                .filter_map(|(p, list)| list.clone().map(|l| (p.spec.uri.clone(), l)))
+                .collect();
+            on_update(merge_by_provider(merged));
+            drawn = true;
+        }
+        if !drawn {
+            // No provider answered (none matched, all failed): whatever was
+            // drawn for an earlier text no longer applies.
+            on_update(Vec::new());
+        }
+    }
+
+    async fn provider_annotations(&self, p: &Provider, uri: &str, content: &str, content_key: u64) -> Option<Vec<Annotation>> {
+        let meta = self.meta(p).await?;
+        let selectors = meta.annotation_selectors.as_ref()?;
+        if !selectors.matches(uri, content) {
+            return None;
+        }
+        let key = format!("{}\u{0}{uri}\u{0}{content_key}", p.spec.uri);
+        if let Some(hit) = self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Some(hit);
+        }
+        let mut list: Vec<Annotation> =
+            self.call_list(p, "annotations", json!({ "uri": uri, "content": content })).await?;
+        sort_annotations(&mut list);
+        self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, list.clone());
+        Some(list)
     }
 
     /// Mentions from every provider that offers them, with its picker label.
@@ -332,14 +417,7 @@ impl OpenCtxClient {
         let per_provider = join_all(self.providers.iter().map(|p| async move {
             let meta = self.meta(p).await?;
             let label = meta.meta.mentions.as_ref()?.label.clone();
-            let value = self.call(p, "mentions", json!({ "query": query })).await.ok()?;
-            let list: Vec<Mention> = match parse_list(value) {
-                Ok(l) => l,
-                Err(e) => {
-                    self.record(p, "mentions", &Err(ProviderError::Protocol(e)));
-                    return None;
-                }
-            };
+            let list: Vec<Mention> = self.call_list(p, "mentions", json!({ "query": query })).await?;
             Some((p.spec.uri.clone(), list.into_iter().map(|m| (label.clone(), m)).collect::<Vec<_>>()))
         }))
         .await;
@@ -352,11 +430,9 @@ impl OpenCtxClient {
     /// Items for a mention (from the provider that gave it).
     pub async fn items_for_mention(&self, provider_uri: &str, mention: &Mention) -> Result<Vec<Item>, String> {
         let p = self.providers.iter().find(|p| p.spec.uri == provider_uri).ok_or("unknown provider")?;
-        let value = self
-            .call(p, "items", json!({ "mention": mention }))
+        self.call_list(p, "items", json!({ "mention": mention }))
             .await
-            .map_err(|e| format!("{provider_uri}: {e}"))?;
-        parse_list(value).map_err(|e| format!("{provider_uri}: {e}"))
+            .ok_or_else(|| format!("{provider_uri}: items failed (see :Amp log)"))
     }
 
     /// Items for a message from providers whose `messageSelectors` match it.
@@ -367,27 +443,11 @@ impl OpenCtxClient {
             if !message_matches(regexes, message) {
                 return None;
             }
-            let value = self.call(p, "items", json!({ "message": message })).await.ok()?;
-            let list: Vec<Item> = parse_list(value).ok()?;
+            let list: Vec<Item> = self.call_list(p, "items", json!({ "message": message })).await?;
             Some((p.spec.uri.clone(), list))
         }))
         .await;
         merge_by_provider(per_provider.into_iter().flatten().collect())
-    }
-}
-
-fn parse_list<T: serde::de::DeserializeOwned>(value: Value) -> Result<Vec<T>, String> {
-    match value {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(_) => serde_json::from_value(value).map_err(|e| format!("unexpected answer: {e}")),
-        other => Err(format!("expected a list, got {}", truncate(&other.to_string(), 80))),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }
 

@@ -128,16 +128,24 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
     let client = s.client.clone();
     s.runtime.spawn(async move {
         let uri = crate::amp::uri::path_to_file_uri(&doc.path);
-        let found = client.annotations(&uri, &doc.text).await;
-        let marks = to_marks(&doc.text, &found);
-        let listed: Vec<Value> = found.iter().map(|(provider, a)| annotation_json(provider, a, &marks)).collect();
+        let (bufnr, generation) = (doc.bufnr, doc.generation);
+        // Drawn each time a provider answers: a slow one holds up nobody.
+        client
+            .annotations(&uri, &doc.text, |found| {
+                let marks = to_marks(&doc.text, &found);
+                let listed: Vec<Value> =
+                    found.iter().zip(&marks).map(|((provider, a), mark)| annotation_json(provider, a, mark)).collect();
+                let _ = bridge::post(move || annotations::render(bufnr, generation, marks, listed));
+            })
+            .await;
         let failures = client.take_failures();
-        let _ = bridge::post(move || {
-            annotations::render(doc.bufnr, doc.generation, marks, listed);
-            for f in failures {
-                annotations::report_failure(&f.provider, &f.message);
-            }
-        });
+        if !failures.is_empty() {
+            let _ = bridge::post(move || {
+                for f in failures {
+                    annotations::report_failure(&f.provider, &f.message);
+                }
+            });
+        }
     });
     Ok(())
 }
@@ -156,10 +164,13 @@ fn to_marks(text: &str, found: &[(String, Annotation)]) -> Vec<Mark> {
         .collect()
 }
 
-fn annotation_json(provider: &str, a: &Annotation, _marks: &[Mark]) -> Value {
+/// An annotation as Lua sees it in `b:amp_openctx_annotations`: the
+/// protocol's fields plus its provider and its 0-based byte column.
+fn annotation_json(provider: &str, a: &Annotation, mark: &Mark) -> Value {
     let mut v = serde_json::to_value(a).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut v {
         map.insert("provider".into(), json!(provider));
+        map.insert("byte_col".into(), json!(mark.col));
     }
     v
 }

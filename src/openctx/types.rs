@@ -115,9 +115,17 @@ pub struct MessageSelector {
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AnnotationsMeta {
-    /// `None`: every document; `Some([])`: none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `None` (absent): every document; `Some([])`: none. An explicit
+    /// `null` also matches nothing: the reference client throws on it.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "null_matches_nothing")]
     pub selectors: Option<Vec<AnnotationSelector>>,
+}
+
+/// Only called when `selectors` is present (absent is `default`): `null`
+/// becomes `Some([])`.
+fn null_matches_nothing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<AnnotationSelector>>, D::Error> {
+    let value: Option<Vec<AnnotationSelector>> = Option::deserialize(d)?;
+    Ok(Some(value.unwrap_or_default()))
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -148,6 +156,8 @@ pub struct ItemsMeta {
 /// offer that feature (no `annotations` → it is never asked for annotations).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MetaResult {
+    /// Required by the protocol, but the reference client works without it.
+    #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<AnnotationsMeta>,
@@ -371,9 +381,20 @@ mod tests {
     }
 
     #[test]
+    fn null_selectors_match_nothing_but_absent_ones_match_all() {
+        let m: MetaResult = parse(json!({"name": "n", "annotations": {"selectors": null}}), "meta").unwrap();
+        assert_eq!(m.annotations.unwrap().selectors, Some(vec![]));
+        let m: MetaResult = parse(json!({"name": "n", "annotations": {}}), "meta").unwrap();
+        assert_eq!(m.annotations.unwrap().selectors, None);
+    }
+
+    #[test]
     fn garbage_is_rejected_with_a_readable_error() {
-        let e = parse::<MetaResult>(json!({"title": "no name"}), "meta result").unwrap_err();
-        assert!(e.starts_with("invalid meta result:") && e.contains("missing field `name`"), "{e}");
+        // Like the reference client, a meta without `name` is accepted.
+        let m = parse::<MetaResult>(json!({"title": "no name"}), "meta result").unwrap();
+        assert_eq!(m.name, "");
+        let e = parse::<MetaResult>(json!({"name": 3}), "meta result").unwrap_err();
+        assert!(e.starts_with("invalid meta result:"), "{e}");
         let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": "3", "character": 0}, "end": {"line": 3, "character": 1}}}), "annotation").unwrap_err();
         assert!(e.contains("invalid type: string \"3\", expected u32"), "{e}");
         let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}}}), "annotation").unwrap_err();
