@@ -64,13 +64,14 @@ pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
 }
 
 fn snapshot(buf: i32) -> Result<BufferText, String> {
-    let (text, line_count, changedtick, modified, crlf, eol): (Option<mlua::String>, usize, u32, bool, bool, bool) =
+    let (size, line_count, changedtick, modified, crlf, eol): (usize, usize, u32, bool, bool, bool) =
         nvim::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
+    let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
     Ok(BufferText {
         bufnr: buf,
         changedtick,
         modified,
-        joined: text.map(|t| t.as_bytes().to_vec()).unwrap_or_default(),
+        joined,
         line_count,
         format: LineFormat { crlf, final_newline: eol },
     })

@@ -110,17 +110,15 @@ function H.find_buffer(names, loaded_only)
   return nil
 end
 
---- Everything Rust needs to turn a buffer into a file's text: the lines
---- joined with "\n" (nil for an empty buffer), line count, changedtick,
---- 'modified', 'fileformat' is dos, 'endofline'.
+--- Everything Rust needs to turn a buffer into a file's text, but the text
+--- itself (read in bulk by src/editor/bulk.rs): its size in bytes, line
+--- count (0 for an empty buffer), changedtick, 'modified', 'fileformat' is
+--- dos, 'endofline'.
 function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
+  local size = api.nvim_buf_get_offset(buf, count)
   local empty = count == 1 and api.nvim_buf_get_offset(buf, 1) == 0
-  local text = nil
-  if not empty then
-    text = table.concat(api.nvim_buf_get_lines(buf, 0, -1, true), "\n")
-  end
-  return text,
+  return size,
     empty and 0 or count,
     api.nvim_buf_get_changedtick(buf),
     buf_option(buf, "modified"),

@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod buffers;
+pub mod bulk;
 pub mod context;
 pub mod diagnostics;
 pub mod events;
