@@ -28,6 +28,15 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => NEW_FILE_MODE,
         Err(e) => return Err(e),
     };
+    replace_with_mode(&target, contents, mode)
+}
+
+/// Replaces the file at `target` (not following a symlink there) with
+/// `contents`, with exactly `mode`: a temp file in the same directory
+/// (O_EXCL), fsynced, renamed over `target`, then the directory fsynced.
+/// On any error before the rename the temp file is removed and `target`
+/// is untouched. Also used for lockfiles (mode 0600).
+pub fn replace_with_mode(target: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     let name = target.file_name().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -44,7 +53,7 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
         file.sync_all()?;
         file.set_permissions(Permissions::from_mode(mode))?;
         drop(file);
-        fs::rename(&tmp, &target)
+        fs::rename(&tmp, target)
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -102,34 +111,8 @@ fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(File, PathBuf)>
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A unique temp directory removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!(
-                "amp-fsutil-test-{}-{tag}-{n}-{:x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn mode(p: &Path) -> u32 {
-        fs::metadata(p).unwrap().permissions().mode() & 0o7777
-    }
+    use crate::testutil::{mode, TempDir};
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir)

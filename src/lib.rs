@@ -17,6 +17,8 @@ pub mod log;
 pub mod openctx;
 pub mod session;
 pub mod text;
+#[cfg(test)]
+mod testutil;
 
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -6,9 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions, Permissions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File, Permissions};
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Contents of a lockfile, serialized with the camelCase field names the CLI expects.
@@ -89,42 +89,9 @@ pub fn write(dir: &Path, lock: &Lockfile) -> io::Result<PathBuf> {
     ensure_dir(dir)?;
     let json = serde_json::to_vec_pretty(lock).map_err(io::Error::other)?;
     let final_path = path_for(dir, lock.port);
-    let (mut file, tmp_path) = create_temp(dir, lock.port)?;
-    let result = (|| {
-        // open(2) applies the umask to the mode; force exactly 0600.
-        file.set_permissions(Permissions::from_mode(0o600))?;
-        file.write_all(&json)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp_path, &final_path)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp_path);
-        return Err(e);
-    }
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    // Exactly 0600 whatever the umask: the file holds the auth token.
+    crate::fsutil::replace_with_mode(&final_path, &json, 0o600)?;
     Ok(final_path)
-}
-
-/// Creates `.<port>.json.<random>.tmp` in `dir` with O_EXCL, retrying on name clashes.
-fn create_temp(dir: &Path, port: u16) -> io::Result<(File, PathBuf)> {
-    let mut last_err = None;
-    for _ in 0..16 {
-        let path = dir.join(format!(".{port}.json.{:016x}.tmp", rand::random::<u64>()));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => return Ok((f, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last_err.unwrap_or_else(|| io::Error::other("could not create temp file")))
 }
 
 /// Deletes a lockfile; a file that is already gone counts as success.
@@ -201,34 +168,8 @@ fn read_pid(path: &Path) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A unique temp directory removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir().join(format!(
-                "amp-lockfile-test-{}-{tag}-{n}-{:x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            fs::create_dir_all(&p).unwrap();
-            TempDir(p)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn mode(p: &Path) -> u32 {
-        fs::metadata(p).unwrap().permissions().mode() & 0o7777
-    }
+    use crate::testutil::{mode, TempDir};
 
     fn sample(port: u16, pid: u32) -> Lockfile {
         Lockfile {
