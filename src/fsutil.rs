@@ -112,7 +112,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    use crate::testutil::{mode, TempDir};
+    use crate::testutil::{in_child, mode, TempDir};
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir)
@@ -249,27 +249,9 @@ mod tests {
         );
     }
 
-    /// Runs the calling test again in a child process, where changing the umask cannot
-    /// disturb tests running in parallel threads; returns true when in the child.
-    fn in_child(test: &str) -> bool {
-        if std::env::var_os("AMP_FSUTIL_UMASK_CHILD").is_some() {
-            return true;
-        }
-        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-        let child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([&format!("{module}::{test}"), "--exact", "--test-threads=1"])
-            .env("AMP_FSUTIL_UMASK_CHILD", "1")
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&child.stdout);
-        assert!(child.status.success(), "child test {test} failed: {out}");
-        assert!(out.contains("1 passed"), "child did not run {test}: {out}");
-        false
-    }
-
     #[test]
     fn mode_ignores_umask() {
-        if !in_child("mode_ignores_umask") {
+        if !in_child(module_path!(), "mode_ignores_umask") {
             return;
         }
         // SAFETY: umask only changes this (child) process's file-creation mask.

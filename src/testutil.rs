@@ -32,3 +32,24 @@ impl Drop for TempDir {
 pub fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
+
+/// Runs test `test` of `module` (pass `module_path!()`) again in a child
+/// test process, where changing process-wide state such as the umask
+/// cannot disturb tests running in parallel threads. Returns true in the
+/// child, where the test body should run; false in the parent once the
+/// child passed.
+pub fn in_child(module: &str, test: &str) -> bool {
+    if std::env::var_os("AMP_TEST_CHILD").is_some() {
+        return true;
+    }
+    let module = module.split_once("::").map_or("", |(_, m)| m);
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([&format!("{module}::{test}"), "--exact", "--test-threads=1"])
+        .env("AMP_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&child.stdout);
+    assert!(child.status.success(), "child test {test} failed: {out}");
+    assert!(out.contains("1 passed"), "child did not run {test}: {out}");
+    false
+}

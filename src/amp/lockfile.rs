@@ -169,7 +169,7 @@ fn read_pid(path: &Path) -> Option<u32> {
 mod tests {
     use super::*;
 
-    use crate::testutil::{mode, TempDir};
+    use crate::testutil::{in_child, mode, TempDir};
 
     fn sample(port: u16, pid: u32) -> Lockfile {
         Lockfile {
@@ -332,27 +332,9 @@ mod tests {
         assert_eq!(names(&t.0), ["9.json"]);
     }
 
-    /// Runs `body` in a child test process (so changing the umask cannot disturb
-    /// tests running in parallel threads); returns true when in the child.
-    fn in_child(test: &str) -> bool {
-        if std::env::var_os("AMP_LOCKFILE_UMASK_CHILD").is_some() {
-            return true;
-        }
-        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-        let child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([&format!("{module}::{test}"), "--exact", "--test-threads=1"])
-            .env("AMP_LOCKFILE_UMASK_CHILD", "1")
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&child.stdout);
-        assert!(child.status.success(), "child test {test} failed: {out}");
-        assert!(out.contains("1 passed"), "child did not run {test}: {out}");
-        false
-    }
-
     #[test]
     fn write_mode_ignores_umask() {
-        if !in_child("write_mode_ignores_umask") {
+        if !in_child(module_path!(), "write_mode_ignores_umask") {
             return;
         }
         // SAFETY: umask only changes this (child) process's file-creation mask.
