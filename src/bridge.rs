@@ -6,7 +6,9 @@
 //! channel; one libuv async handle wakes the main loop. libuv coalesces wake-ups,
 //! so the callback drains the channel with `try_recv`, and it runs the jobs
 //! from a `vim.schedule` callback rather than inside the uv callback, where
-//! textlock and other restrictions apply.
+//! textlock and other restrictions apply. That callback is one Lua function
+//! made once (nvim-oxi's `schedule` boxes a new closure per call and never
+//! frees it).
 //!
 //! The door has a gate, shared by its users (the Amp server and the OpenCtx
 //! service each [`open`] and [`close`] it once). When the last user closes
@@ -62,6 +64,8 @@ static USERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::n
 static DOOR: OnceLock<Door> = OnceLock::new();
 
 thread_local! {
+    /// `vim.schedule` and the drain function handed to it, made once.
+    static SCHEDULER: RefCell<Option<(mlua::Function, mlua::Function)>> = const { RefCell::new(None) };
     /// The receiving end lives on the main thread only.
     static INBOX: RefCell<Option<mpsc::Receiver<Job>>> = const { RefCell::new(None) };
     /// A drain is already scheduled for this main-loop turn.
@@ -70,6 +74,20 @@ thread_local! {
 
 /// Opens the gate. Main thread only (creates the uv handle on first use).
 pub fn open() -> Result<(), String> {
+    if SCHEDULER.with(|s| s.borrow().is_none()) {
+        let lua = crate::editor::nvim::lua().map_err(|e| format!("no Lua state: {e}"))?;
+        let make = || -> mlua::Result<(mlua::Function, mlua::Function)> {
+            let schedule: mlua::Function = lua.globals().get::<mlua::Table>("vim")?.get("schedule")?;
+            let drain_fn = lua.create_function(|_, _: mlua::MultiValue| {
+                DRAIN_SCHEDULED.with(|s| s.set(false));
+                drain();
+                Ok(())
+            })?;
+            Ok((schedule, drain_fn))
+        };
+        let pair = make().map_err(|e| format!("cannot set up vim.schedule: {e}"))?;
+        SCHEDULER.with(|s| *s.borrow_mut() = Some(pair));
+    }
     let door = match DOOR.get() {
         Some(door) => door,
         None => {
@@ -134,10 +152,14 @@ fn schedule_drain() {
     if DRAIN_SCHEDULED.with(|s| s.replace(true)) {
         return;
     }
-    nvim_oxi::schedule(|_| {
-        DRAIN_SCHEDULED.with(|s| s.set(false));
-        drain();
+    let scheduled = SCHEDULER.with(|s| match s.borrow().as_ref() {
+        Some((schedule, drain_fn)) => schedule.call::<()>(drain_fn.clone()).is_ok(),
+        None => false,
     });
+    if !scheduled {
+        DRAIN_SCHEDULED.with(|s| s.set(false));
+        log::error("cannot schedule main-thread work");
+    }
 }
 
 fn drain() {

@@ -178,8 +178,8 @@ async fn reload(path: &Path, text: &str, take: bool) -> Result<(), String> {
             on_main(move || files::report_conflict(&p)).await.map_err(|e| e.to_string())?;
             return Ok(());
         }
-        let current = snapshot.file_text();
         let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
+        let current = snapshot.file_text();
         if current == text {
             on_main(move || buffers::mark_saved(bufnr, tick)).await.map_err(|e| e.to_string())??;
             on_main(move || files::report_settled(&p)).await.map_err(|e| e.to_string())?;

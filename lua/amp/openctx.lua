@@ -149,6 +149,9 @@ end
 function M.annotations(buf)
   buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
   local ok, list = pcall(vim.api.nvim_buf_get_var, buf, "amp_openctx_annotations")
+  if ok and type(list) == "string" then
+    ok, list = pcall(vim.json.decode, list, { luanil = { object = true, array = true } })
+  end
   return ok and type(list) == "table" and list or {}
 end
 

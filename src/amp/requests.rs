@@ -138,6 +138,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Ok(s) => s,
             Err(e) => return Ok(failure(e)),
         };
+        let (bufnr, tick, format) = (snapshot.bufnr, snapshot.changedtick, snapshot.format);
         let current = snapshot.file_text();
         let new_text = match &edit {
             EditSpec::Full(text) => text.clone(),
@@ -149,8 +150,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
         let (new_lines, final_newline) = text_to_lines(&new_text);
         let (old_lines, _) = text_to_lines(&current);
         let hunks = line_hunks(&old_lines, &new_lines);
-        let changed = !hunks.is_empty() || final_newline != snapshot.format.final_newline;
-        let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
+        let changed = !hunks.is_empty() || final_newline != format.final_newline;
         let applied = on_main(move || buffers::apply(bufnr, tick, hunks, final_newline))
             .await
             .map_err(bridge_error)?;
@@ -159,7 +159,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Err(ApplyError::Changed) => continue,
             Err(ApplyError::Failed(e)) => return Ok(failure(e)),
         };
-        let format = LineFormat { crlf: snapshot.format.crlf, final_newline };
+        let format = LineFormat { crlf: format.crlf, final_newline };
         let file_text = lines_to_text(&new_lines, format);
         let target = abs.clone();
         let written = tokio::task::spawn_blocking(move || fsutil::atomic_write(&target, file_text.as_bytes()))

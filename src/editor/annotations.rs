@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::{api_err, events, nvim, path_from_lua};
 
-/// Buffer variable holding the drawn annotations, for `:Amp annotations list`,
-/// hover and open (Lua reads it).
+/// Buffer variable holding the drawn annotations as JSON text, for
+/// `:Amp annotations list`, hover and open (`amp.openctx.annotations()`
+/// decodes it).
 const ANNOTATIONS_VAR: &str = "amp_openctx_annotations";
 
 /// A document to annotate, read on the main thread.
@@ -79,37 +80,21 @@ pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, S
     }
 }
 
-/// Draws `marks` unless a newer request for the buffer was made since.
-pub fn render(bufnr: i32, generation: u32, marks: Vec<Mark>, listed: Vec<Value>) {
+/// Draws the annotations unless a newer request for the buffer was made
+/// since. `groups` (titles by line) and `listed` (the annotations, for list,
+/// hover and open) arrive as JSON text built off the main thread: handing
+/// Lua one string is much cheaper than building thousands of tables here.
+pub fn render(bufnr: i32, generation: u32, groups: String, listed: String) {
     let newest = LATEST.with(|l| l.borrow().get(&bufnr).copied());
     let tick: Option<u32> = nvim::api("nvim_buf_get_changedtick", bufnr).ok();
     if newest != Some(generation) || tick != Some(generation) {
         return; // stale: a newer answer is on its way
     }
     let run = || -> mlua::Result<()> {
-        let lua = nvim::lua()?;
-        nvim::api::<_, ()>("nvim_buf_set_var", (bufnr, ANNOTATIONS_VAR, nvim::to_lua(&Value::Array(listed))?))?;
+        nvim::api::<_, ()>("nvim_buf_set_var", (bufnr, ANNOTATIONS_VAR, listed))?;
         if HIDDEN.get() {
             clear(bufnr);
             return Ok(());
-        }
-        // Titles grouped by line, in the merged order.
-        let mut order: Vec<usize> = Vec::new();
-        let mut by_line: HashMap<usize, Vec<String>> = HashMap::new();
-        for m in marks {
-            let titles = by_line.entry(m.line).or_insert_with(|| {
-                order.push(m.line);
-                Vec::new()
-            });
-            titles.push(m.title);
-        }
-        let groups = lua.create_table_with_capacity(order.len(), 0)?;
-        for line in order {
-            let titles = by_line.remove(&line).unwrap_or_default();
-            groups.raw_push(lua.create_sequence_from([
-                mlua::Value::Integer(line as i64),
-                mlua::Value::Table(lua.create_sequence_from(titles)?),
-            ])?)?;
         }
         nvim::helper("draw_annotations", (bufnr, namespace(), groups))
     };

@@ -25,7 +25,7 @@ impl BufferText {
     /// The file's text as it would be written: lines joined with the
     /// buffer's end-of-line, plus a final one if the buffer has it. (Plain
     /// data work, done on the tokio side.)
-    pub fn file_text(&self) -> String {
+    pub fn file_text(self) -> String {
         let eol: &[u8] = if self.format.crlf { b"\r\n" } else { b"\n" };
         let mut bytes = if self.format.crlf {
             let mut out = Vec::with_capacity(self.joined.len() + self.line_count + 2);
@@ -37,7 +37,7 @@ impl BufferText {
             }
             out
         } else {
-            self.joined.clone()
+            self.joined
         };
         if self.format.final_newline && self.line_count > 0 {
             bytes.extend_from_slice(eol);

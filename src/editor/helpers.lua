@@ -181,9 +181,7 @@ function H.mark_saved(buf, tick)
   if not api.nvim_buf_is_valid(buf) then
     return
   end
-  if api.nvim_buf_get_changedtick(buf) == tick then
-    vim.bo[buf].modified = false
-  end
+  local clean = api.nvim_buf_get_changedtick(buf) == tick
   -- :checktime stores the new mtime before it fires FileChangedShell; a
   -- one-shot handler that chooses nothing keeps Neovim from asking about a
   -- write it already has. 'autoread' is off meanwhile: with it Neovim would
@@ -206,6 +204,11 @@ function H.mark_saved(buf, tick)
     end
   end)
   pcall(api.nvim_del_autocmd, id)
+  -- Only now: for an unmodified buffer whose file kept its size, :checktime
+  -- compares the whole text with the disk (a full re-read of the file).
+  if clean then
+    vim.bo[buf].modified = false
+  end
 end
 
 --- Every vim.diagnostic entry of buffers named in `prefixes` (a file or a
@@ -314,21 +317,23 @@ function H.document(buf, max_bytes)
   return name, table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), "\n"), api.nvim_buf_get_changedtick(buf), buf
 end
 
---- Draws annotation titles grouped by line: { {line, {title, ...}}, ... }.
-function H.draw_annotations(buf, ns, groups)
+--- Draws annotation titles grouped by line, given as JSON text
+--- `[[line, [title, ...]], ...]`. Kept lean: it runs for every answer.
+local mark_opts = { virt_text = false, virt_text_pos = "eol", hl_mode = "combine" }
+function H.draw_annotations(buf, ns, groups_json)
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  local count = api.nvim_buf_line_count(buf)
-  for _, group in ipairs(groups) do
-    local chunks = {}
-    for i, title in ipairs(group[2]) do
-      chunks[#chunks + 1] = { i == 1 and " " or " · ", "AmpAnnotationSeparator" }
-      chunks[#chunks + 1] = { (title:gsub("\n", " ")), "AmpAnnotation" }
+  local last = api.nvim_buf_line_count(buf) - 1
+  local set_extmark = api.nvim_buf_set_extmark
+  for _, group in ipairs(vim.json.decode(groups_json)) do
+    local titles = group[2]
+    local chunks = { { " ", "AmpAnnotationSeparator" }, { titles[1], "AmpAnnotation" } }
+    for i = 2, #titles do
+      chunks[#chunks + 1] = { " · ", "AmpAnnotationSeparator" }
+      chunks[#chunks + 1] = { titles[i], "AmpAnnotation" }
     end
-    pcall(api.nvim_buf_set_extmark, buf, ns, math.min(group[1], count - 1), 0, {
-      virt_text = chunks,
-      virt_text_pos = "eol",
-      hl_mode = "combine",
-    })
+    mark_opts.virt_text = chunks
+    local line = group[1]
+    set_extmark(buf, ns, line < last and line or last, 0, mark_opts)
   end
 end
 

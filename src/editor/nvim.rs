@@ -18,6 +18,8 @@ struct State {
     lua: Lua,
     helpers: Table,
     api: Table,
+    /// Helpers already looked up by name (hot paths call them per keystroke).
+    resolved: std::cell::RefCell<std::collections::HashMap<&'static str, Function>>,
 }
 
 /// Called once when the module is loaded (main thread).
@@ -26,7 +28,7 @@ pub fn init(lua: &Lua) -> mlua::Result<()> {
     let vim: Table = lua.globals().get("vim")?;
     let api: Table = vim.get("api")?;
     STATE.with(|s| {
-        let _ = s.set(State { lua: lua.clone(), helpers, api });
+        let _ = s.set(State { lua: lua.clone(), helpers, api, resolved: Default::default() });
     });
     Ok(())
 }
@@ -44,8 +46,19 @@ pub fn lua() -> mlua::Result<Lua> {
 }
 
 /// Calls `helpers.<name>(args)`.
-pub fn helper<A: IntoLuaMulti, R: FromLuaMulti>(name: &str, args: A) -> mlua::Result<R> {
-    with(|s| s.helpers.get::<Function>(name)?.call(args))
+pub fn helper<A: IntoLuaMulti, R: FromLuaMulti>(name: &'static str, args: A) -> mlua::Result<R> {
+    with(|s| {
+        let cached = s.resolved.borrow().get(name).cloned();
+        let function = match cached {
+            Some(f) => f,
+            None => {
+                let f: Function = s.helpers.get(name)?;
+                s.resolved.borrow_mut().insert(name, f.clone());
+                f
+            }
+        };
+        function.call(args)
+    })
 }
 
 /// Calls `vim.api.<name>(args)`.

@@ -132,10 +132,14 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
         // Drawn each time a provider answers: a slow one holds up nobody.
         client
             .annotations(&uri, &doc.text, |found| {
+                // Everything but drawing is done here, off the main thread:
+                // positions, grouping by line, and both JSON texts.
                 let marks = to_marks(&doc.text, &found);
                 let listed: Vec<Value> =
                     found.iter().zip(&marks).map(|((provider, a), mark)| annotation_json(provider, a, mark)).collect();
-                let _ = bridge::post(move || annotations::render(bufnr, generation, marks, listed));
+                let listed = Value::Array(listed).to_string();
+                let groups = group_by_line(&marks).to_string();
+                let _ = bridge::post(move || annotations::render(bufnr, generation, groups, listed));
             })
             .await;
         let failures = client.take_failures();
@@ -150,6 +154,22 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
     Ok(())
 }
 
+/// `[[line, [title, …]], …]` in the order the lines first appear.
+fn group_by_line(marks: &[Mark]) -> Value {
+    let mut order: Vec<usize> = Vec::new();
+    let mut titles: std::collections::HashMap<usize, Vec<&str>> = std::collections::HashMap::new();
+    for m in marks {
+        titles
+            .entry(m.line)
+            .or_insert_with(|| {
+                order.push(m.line);
+                Vec::new()
+            })
+            .push(&m.title);
+    }
+    Value::Array(order.into_iter().map(|line| json!([line, titles.remove(&line).unwrap_or_default()])).collect())
+}
+
 /// Converts annotation positions (UTF-16) to byte columns on the text's lines.
 fn to_marks(text: &str, found: &[(String, Annotation)]) -> Vec<Mark> {
     let lines: Vec<&str> = text.split('\n').collect();
@@ -159,7 +179,7 @@ fn to_marks(text: &str, found: &[(String, Annotation)]) -> Vec<Mark> {
             let (line, character) = a.range.as_ref().map_or((0, 0), |r| (r.start.line as usize, r.start.character as usize));
             let line = line.min(lines.len().saturating_sub(1));
             let text = lines.get(line).copied().unwrap_or_default().trim_end_matches('\r');
-            Mark { line, col: utf16_to_byte_col(text.as_bytes(), character), title: a.item.title.clone() }
+            Mark { line, col: utf16_to_byte_col(text.as_bytes(), character), title: a.item.title.replace('\n', " ") }
         })
         .collect()
 }

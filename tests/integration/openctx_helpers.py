@@ -274,7 +274,8 @@ end
 function T.stored(buf)
   local ok, v = pcall(vim.api.nvim_buf_get_var, buf, "amp_openctx_annotations")
   if not ok then return vim.NIL end
-  return v
+  -- Stored as JSON text (decoded by amp.openctx.annotations() when asked).
+  return type(v) == "string" and vim.json.decode(v) or v
 end
 function T.marks(buf)
   local ns = vim.api.nvim_create_namespace("amp_openctx")
