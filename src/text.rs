@@ -63,20 +63,6 @@ pub fn utf16_to_byte_col(line: &[u8], utf16_col: usize) -> usize {
     result
 }
 
-/// Splits text into lines on `\n` and says whether it ended with a newline.
-///
-/// A final `\n` terminates the last line rather than starting an empty one, so
-/// `"a\n"` is `(["a"], true)` and `"\n"` is `([""], true)`. Empty text has no lines:
-/// `("" → ([], false))`. `\r` is kept as part of the line.
-pub fn split_lines(text: &str) -> (Vec<&str>, bool) {
-    if text.is_empty() {
-        return (Vec::new(), false);
-    }
-    match text.strip_suffix('\n') {
-        Some(body) => (body.split('\n').collect(), true),
-        None => (text.split('\n').collect(), false),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -217,16 +203,4 @@ mod tests {
         }
     }
 
-    #[test]
-    fn split_lines_cases() {
-        assert_eq!(split_lines(""), (vec![], false));
-        assert_eq!(split_lines("a"), (vec!["a"], false));
-        assert_eq!(split_lines("a\n"), (vec!["a"], true));
-        assert_eq!(split_lines("a\nb"), (vec!["a", "b"], false));
-        assert_eq!(split_lines("\n"), (vec![""], true));
-        assert_eq!(split_lines("\n\n"), (vec!["", ""], true));
-        assert_eq!(split_lines("a\n\nb\n"), (vec!["a", "", "b"], true));
-        assert_eq!(split_lines("a\r\nb"), (vec!["a\r", "b"], false));
-        assert_eq!(split_lines("é\n😀"), (vec!["é", "😀"], false));
-    }
 }
