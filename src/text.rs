@@ -1,5 +1,5 @@
-//! Column conversion between Neovim (byte offsets) and LSP/Amp (UTF-16 code units),
-//! and line splitting. Pure functions over one line's bytes.
+//! Column conversion between Neovim (byte offsets) and LSP/Amp (UTF-16 code units).
+//! Pure functions over one line's bytes.
 //!
 //! Buffer lines may hold invalid UTF-8; each invalid byte counts as one UTF-16 unit
 //! so conversions stay total and invertible.
