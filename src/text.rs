@@ -63,7 +63,6 @@ pub fn utf16_to_byte_col(line: &[u8], utf16_col: usize) -> usize {
     result
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,6 @@ H.visible = true
 function M.highlights()
   vim.api.nvim_set_hl(0, "AmpAnnotation", { link = "Comment", default = true })
   vim.api.nvim_set_hl(0, "AmpAnnotationSeparator", { link = "NonText", default = true })
-  vim.api.nvim_set_hl(0, "AmpAnnotationTitle", { link = "Title", default = true })
 end
 
 --- Starts (or restarts) the OpenCtx client with `config` (the `openctx` part
@@ -63,6 +62,7 @@ function M.stop()
   end
 end
 
+--- Whether the OpenCtx client is configured and running.
 function M.enabled()
   return H.config ~= nil and H.config.enabled and native.loaded() and (native.call("openctx_running")) == true
 end

@@ -2,7 +2,9 @@
 //!
 //! The reference (`lib/client/src/providerClient/transport/cache.ts`) wraps
 //! each provider's transport in an `LRUCache({max: 20, ttl: 5 min})` keyed by
-//! `method:JSON.stringify([params, settings])`; a rejected call never reaches
+//! `method:JSON.stringify([params, settings])` (this client keys annotation
+//! results by provider, URI and a hash of the content instead, so a 1 MB
+//! document is not part of its key); a rejected call never reaches
 //! `cache.set`, so failures are not cached (callers here: insert only
 //! successes). As in `lru-cache`, a hit refreshes recency but not the age, and
 //! an entry is stale once its age is strictly greater than the TTL.
@@ -12,8 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 /// Least-recently-used eviction over `capacity`, expiry after `ttl`.
 #[derive(Debug, Clone)]
@@ -117,57 +117,9 @@ impl<V: Clone> TtlCache<V> {
     }
 }
 
-/// `method:` followed by `[params, settings]` as JSON with object keys sorted
-/// at every depth, so equal requests give equal keys whatever the key order
-/// (the reference uses `JSON.stringify`, which follows insertion order; sorting
-/// only makes more requests hit). Written out explicitly rather than relying on
-/// `serde_json::Map` being a `BTreeMap`, which stops being true as soon as any
-/// crate in the build enables serde_json's `preserve_order`.
-pub fn cache_key(method: &str, params: &Value, settings: &Value) -> String {
-    let mut out = String::with_capacity(64);
-    out.push_str(method);
-    out.push_str(":[");
-    write_canonical(params, &mut out);
-    out.push(',');
-    write_canonical(settings, &mut out);
-    out.push(']');
-    out
-}
-
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     const TTL: Duration = Duration::from_secs(300);
 
@@ -282,34 +234,5 @@ mod tests {
         let mut c = TtlCache::new(2, TTL);
         c.insert_at("a".into(), 1, t0);
         assert_eq!(c.get_at("a", t0 - Duration::from_secs(5)), Some(1));
-    }
-
-    #[test]
-    fn cache_key_is_independent_of_key_order() {
-        let a = json!({"uri": "file:///a", "content": "x", "nested": {"b": 1, "a": [ {"y": 1, "x": 2} ]}});
-        let b: Value = serde_json::from_str(
-            r#"{"nested": {"a": [{"x": 2, "y": 1}], "b": 1}, "content": "x", "uri": "file:///a"}"#,
-        )
-        .unwrap();
-        let s1 = json!({"token": "t", "base": "u"});
-        let s2 = json!({"base": "u", "token": "t"});
-        assert_eq!(cache_key("annotations", &a, &s1), cache_key("annotations", &b, &s2));
-        assert_eq!(cache_key("meta", &json!({}), &json!({"b": true, "a": null})), r#"meta:[{},{"a":null,"b":true}]"#);
-    }
-
-    #[test]
-    fn cache_key_distinguishes_method_params_and_settings() {
-        let p = json!({"query": "x"});
-        let s = json!({});
-        let k = cache_key("mentions", &p, &s);
-        assert_ne!(k, cache_key("items", &p, &s));
-        assert_ne!(k, cache_key("mentions", &json!({"query": "y"}), &s));
-        assert_ne!(k, cache_key("mentions", &p, &json!({"token": 1})));
-        // Strings are escaped, so content cannot forge structure.
-        assert_ne!(
-            cache_key("m", &json!({"a": "x\",\"b\":\"y"}), &s),
-            cache_key("m", &json!({"a": "x", "b": "y"}), &s)
-        );
-        assert_eq!(cache_key("m", &json!("é\n"), &Value::Null), "m:[\"é\\n\",null]");
     }
 }

@@ -213,8 +213,7 @@ impl OpenCtxClient {
             *p.meta_failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
             *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
         }
-        *self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()) =
-            TtlCache::new(RESULT_CACHE_ENTRIES, RESULT_CACHE_TTL);
+        self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     pub async fn shutdown(&self) {
@@ -351,12 +350,6 @@ impl OpenCtxClient {
         let meta = Arc::new(ProviderMeta { meta, annotation_selectors, message_selectors });
         *slot = Some(meta.clone());
         Some(meta)
-    }
-
-    /// The metas of every provider that answers (for `:checkhealth` and pickers).
-    pub async fn metas(&self) -> Vec<(String, MetaResult)> {
-        let all = join_all(self.providers.iter().map(|p| async move { (p.spec.uri.clone(), self.meta(p).await) })).await;
-        all.into_iter().filter_map(|(uri, m)| m.map(|m| (uri, m.meta.clone()))).collect()
     }
 
     /// Annotations for a document from every provider whose selectors
