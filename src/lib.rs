@@ -79,6 +79,8 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     })?)?;
     // Hot paths (autocmds): no arguments used, nothing returned.
     t.set("selection_changed", quiet(lua, session::selection_changed)?)?;
+    // SAFETY: `cursor_moved` reads only its own arguments off the stack.
+    t.set("cursor_moved", unsafe { lua.create_c_function(cursor_moved) }?)?;
     t.set("visible_files_changed", quiet(lua, session::visible_files_changed)?)?;
     t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
     t.set("buffer_written", export(lua, |args: Vec<Value>| {
@@ -164,6 +166,36 @@ fn quiet(lua: &Lua, f: fn()) -> mlua::Result<Function> {
         }
         Ok(())
     })
+}
+
+/// `cursor_moved(name, row, col, line)`: the cursor of a file buffer moved
+/// outside Visual mode (`row` 1-based, `col` a byte column, `line` its
+/// text). Called on every keystroke by buffer-local autocmds, so it is a raw
+/// C function: Lua's strings are borrowed, not converted, and there is none
+/// of mlua's per-call machinery. Arguments of the wrong type are ignored;
+/// returns nothing.
+unsafe extern "C-unwind" fn cursor_moved(state: *mut mlua::ffi::lua_State) -> c_int {
+    use mlua::ffi;
+    // SAFETY: the slices borrow strings that stay on the Lua stack until
+    // this function returns.
+    let string = |i: c_int| -> Option<&[u8]> {
+        if ffi::lua_type(state, i) != ffi::LUA_TSTRING {
+            return None;
+        }
+        let mut len = 0usize;
+        let p = ffi::lua_tolstring(state, i, &mut len);
+        (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len))
+    };
+    let integer = |i: c_int| -> Option<usize> {
+        (ffi::lua_type(state, i) == ffi::LUA_TNUMBER).then(|| ffi::lua_tointeger(state, i).max(0) as usize)
+    };
+    let (Some(path), Some(row), Some(col), Some(line)) = (string(1), integer(2), integer(3), string(4)) else {
+        return 0;
+    };
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| session::cursor_moved(path, row, col, line))) {
+        log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
+    }
+    0
 }
 
 fn arg(args: &[Value], i: usize) -> Value {

@@ -33,6 +33,28 @@ pub struct RawSelection {
     pub regions: Vec<RawRegion>,
 }
 
+impl RawSelection {
+    /// The cursor outside Visual mode: an empty region at byte `col` of
+    /// 0-based `line`, whose text is the selection's content.
+    pub fn cursor(path: PathBuf, line: usize, col: usize, text: Vec<u8>) -> Self {
+        Self {
+            path,
+            cursor_only: true,
+            regions: vec![RawRegion { start_line: line, start_col: col, end_line: line, end_col: col, lines: vec![text] }],
+        }
+    }
+
+    /// Whether this is `RawSelection::cursor(path, line, col, text)`,
+    /// answered without building one (the cursor hot path compares first).
+    pub fn is_cursor(&self, path: &[u8], line: usize, col: usize, text: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        self.cursor_only
+            && self.path.as_os_str().as_bytes() == path
+            && matches!(self.regions.as_slice(), [r] if r.start_line == line && r.end_line == line
+                && r.start_col == col && r.end_col == col && r.lines.len() == 1 && r.lines[0] == text)
+    }
+}
+
 impl RawRegion {
     fn content(&self, cursor_only: bool) -> String {
         if cursor_only {
@@ -163,6 +185,19 @@ mod tests {
         assert_eq!(p["uri"], "file:///w/a%20b.rs");
         assert_eq!(p["selections"][0]["range"], json!({"startLine":2,"startCharacter":4,"endLine":2,"endCharacter":4}));
         assert_eq!(p["selections"][0]["content"], "é→😀x");
+    }
+
+    #[test]
+    fn cursor_selections_compare_without_being_built() {
+        let sel = RawSelection::cursor("/w/a".into(), 3, 2, b"abc".to_vec());
+        assert_eq!(sel, RawSelection { path: "/w/a".into(), cursor_only: true, regions: vec![region(3, 2, 3, 2, &["abc"])] });
+        assert!(sel.is_cursor(b"/w/a", 3, 2, b"abc"));
+        assert!(!sel.is_cursor(b"/w/b", 3, 2, b"abc"));
+        assert!(!sel.is_cursor(b"/w/a", 4, 2, b"abc"));
+        assert!(!sel.is_cursor(b"/w/a", 3, 1, b"abc"));
+        assert!(!sel.is_cursor(b"/w/a", 3, 2, b"abd"));
+        let visual = RawSelection { cursor_only: false, ..sel };
+        assert!(!visual.is_cursor(b"/w/a", 3, 2, b"abc"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::context::{PublishedSelection, PublishedVisibleFiles};
+use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
 use super::protocol::{encode_notification, Dialect};
@@ -168,6 +168,20 @@ impl Shared {
                 return false;
             }
             *current = Some(Arc::new(PublishedSelection::new(selection)));
+            true
+        });
+    }
+
+    /// [`Self::publish_selection`] for the cursor outside Visual mode, from
+    /// borrowed bytes: an unchanged cursor allocates nothing.
+    pub fn publish_cursor(&self, path: &[u8], line: usize, col: usize, text: &[u8]) {
+        use std::os::unix::ffi::OsStrExt;
+        self.selection.send_if_modified(|current| {
+            if current.as_ref().is_some_and(|c| c.raw.is_cursor(path, line, col, text)) {
+                return false;
+            }
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+            *current = Some(Arc::new(PublishedSelection::new(RawSelection::cursor(path, line, col, text.to_vec()))));
             true
         });
     }

@@ -27,12 +27,7 @@ pub fn read_selection() -> Option<RawSelection> {
             Value::String(s) => s.as_bytes().to_vec(),
             _ => Vec::new(),
         };
-        let line0 = row.saturating_sub(1);
-        return Some(RawSelection {
-            path,
-            cursor_only: true,
-            regions: vec![RawRegion { start_line: line0, start_col: col, end_line: line0, end_col: col, lines: vec![line] }],
-        });
+        return Some(RawSelection::cursor(path, row.saturating_sub(1), col, line));
     }
     let (Value::Table(regions), Value::Table(lines), first) = (v.next()?, v.next()?, v.next()?) else { return None };
     let first = as_usize(&first)?;

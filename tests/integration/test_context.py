@@ -364,6 +364,51 @@ def test_scratch_and_unnamed_buffers_are_not_listed_and_send_no_selection(nvim_f
     rec.wait_payload(SEL, cursor_payload(a, 1, 0, L1), since=m)
 
 
+def test_moves_follow_renames_buftype_changes_wipeouts_and_mode_changes(nvim_factory):
+    """The per-keystroke callbacks are buffer-local and know a buffer's file
+    from a cache and Visual mode from ModeChanged: every way those change
+    must reach them."""
+    ed = nvim_factory()
+    a = write(ed, "a.txt", TEXT)
+    rec = open_and_connect(ed, a)
+
+    # renamed (:saveas): moves report the new file
+    renamed = ed.env.workspace / "renamed.txt"
+    ed.nvim.command("saveas " + ed.nvim.funcs.fnameescape(str(renamed)))
+    m = rec.mark()
+    feed(ed, "j")
+    rec.wait_payload(SEL, cursor_payload(renamed, 1, 0, L1), since=m)
+
+    # no longer a file ('buftype' set): silent; a file again: reported
+    ed.nvim.command("setlocal buftype=nofile")
+    m = rec.mark()
+    feed(ed, "j")
+    wait_nvim(ed, "line('.')", 3)
+    time.sleep(QUIET)
+    assert sels(rec, m) == [], "a nofile buffer must not produce a selection"
+    ed.nvim.command("setlocal buftype=")
+    m = rec.mark()
+    feed(ed, "j")
+    rec.wait_payload(SEL, cursor_payload(renamed, 3, 0, L3), since=m)
+
+    # Visual mode and back, by keys: the last state is the plain cursor
+    m = rec.mark()
+    feed(ed, "vj")
+    wait_mode(ed, "v")
+    rec.wait_note(lambda n: n.name == SEL and n.payload["selections"][0]["range"]["endLine"] == 4,
+                  "the Visual selection", since=m)
+    feed(ed, "<Esc>k")
+    wait_mode(ed, "n")
+    rec.wait_payload(SEL, cursor_payload(renamed, 3, 0, L3), since=m)
+
+    # wiped out and opened again (a new buffer number): reported
+    ed.nvim.command("bwipeout!")
+    ed.edit(a)
+    m = rec.mark()
+    feed(ed, "G")
+    rec.wait_payload(SEL, cursor_payload(a, 7, 0, L7), since=m)
+
+
 # --------------------------------------------------------------------- timing
 
 
