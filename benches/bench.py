@@ -473,14 +473,23 @@ class RawClient:
         t0 = time.perf_counter()
         self.sock.sendall(frame)
         self.first = 0.0
+        message: bytearray | None = None  # a text message still arriving in fragments
         while True:
             while True:
                 got = self._next()
                 if got is None:
                     break
-                op, payload, t = got
-                if op == 0x1 and payload.startswith(b'{"serverResponse"'):
-                    return t0, t, payload
+                op, fin, payload, t = got
+                if op == 0x1:
+                    message = bytearray(payload)
+                elif op == 0x0 and message is not None:
+                    message += payload
+                else:
+                    continue
+                if fin:
+                    whole, message = bytes(message), None
+                    if whole.startswith(b'{"serverResponse"'):
+                        return t0, t, whole
             chunk = self.sock.recv(1 << 22)
             if not chunk:
                 raise RuntimeError("server closed the connection")
@@ -489,7 +498,7 @@ class RawClient:
                 self.first = self._t
             self.buf += chunk
 
-    def _next(self) -> tuple[int, bytes, float] | None:
+    def _next(self) -> tuple[int, bool, bytes, float] | None:
         buf = self.buf
         if len(buf) < 2:
             return None
@@ -509,7 +518,7 @@ class RawClient:
         op = b0 & 0x0F
         if op == 0x9:
             self.sock.sendall(bytes([0x8A, 0x80 | len(payload)]) + b"\0\0\0\0" + payload)
-        return op, payload, self._t
+        return op, bool(b0 & 0x80), payload, self._t
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -1315,7 +1324,7 @@ def bench_leaks(res: Results, tmp: Path, calls: int, requests: int) -> None:
                             raise RuntimeError("server closed the connection")
                         client.buf += chunk
                         continue
-                    if item[0] == 0x1 and item[1].startswith(b'{"serverResponse"'):
+                    if item[0] == 0x1 and item[2].startswith(b'{"serverResponse"'):
                         break
 
         one_at_a_time(max(1, requests // 3))

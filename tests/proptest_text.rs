@@ -1,4 +1,4 @@
-//! Property tests of the pure column and URI conversions.
+//! Property tests of the pure column, URI and JSON text conversions.
 //!
 //! `amp_core::text` converts between Neovim's byte columns and the UTF-16 code
 //! units Amp and LSP use; `amp_core::amp::uri` turns paths into `file://` URIs
@@ -369,6 +369,45 @@ fn lowercase_escapes(uri: &str) -> String {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------------------
+// JSON text: amp_core::amp::json_text writes what serde_json writes
+// ---------------------------------------------------------------------------
+
+/// JSON values with strings from `text()` plus every control character, `"`
+/// and `\`, nested a few levels.
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let string = prop_oneof![
+        3 => text(),
+        1 => prop::collection::vec(prop_oneof![prop::char::range('\u{0}', '\u{1f}'), Just('"'), Just('\\'), interesting_char()], 0..40)
+            .prop_map(|cs| cs.into_iter().collect::<String>()),
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        string.clone().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 32, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
+            prop::collection::vec((string.clone(), inner), 0..6)
+                .prop_map(|entries| serde_json::Value::Object(entries.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// The fast writer and serde_json agree byte for byte.
+    #[test]
+    fn json_text_matches_serde_json(value in json_value()) {
+        prop_assert_eq!(amp_core::amp::json_text::to_string(&value), serde_json::to_string(&value).unwrap());
+    }
 }
 
 /// A few fixed cases, so a failure of the generators themselves is visible.

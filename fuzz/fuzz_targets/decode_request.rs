@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 _ => {}
             }
-            let frame = encode_response(&id, &method, dialect, json!({ "success": true }));
+            let frame = encode_response(&id, &method, dialect, json!({ "success": true })).into_string();
             assert_eq!(reply_id(&frame), id);
         }
     }

@@ -20,13 +20,15 @@ use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response as HttpResponse};
 use tokio_tungstenite::tungstenite::http::StatusCode;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use super::context::{PublishedSelection, PublishedVisibleFiles};
 use super::handshake::{admit, Admission, UpgradeRequest};
+use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
 use crate::editor::events;
@@ -37,6 +39,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client that accepts no bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// Payload bytes per fragment of a long message: under glibc's default mmap
+/// threshold, so each piece's buffer is reused heap memory, not fresh pages.
+const FRAGMENT_BYTES: usize = 64 * 1024;
 
 type Ws = WebSocketStream<TcpStream>;
 
@@ -67,7 +72,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>) {
     let _ = bridge::post(move || events::fire("AmpClientConnected", &json!({ "id": id, "clients": count })));
 
     // What a newly connected client needs first.
-    let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()));
+    let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()).into());
 
     let pusher = tokio::spawn(push_context(shared.clone(), outbound.clone(), dialect.clone()));
     let ended = run(ws, &shared, outbound, queue, dialect, kick).await;
@@ -124,8 +129,8 @@ async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
 async fn run(
     mut ws: Ws,
     shared: &Arc<Shared>,
-    outbound: mpsc::Sender<String>,
-    mut queue: mpsc::Receiver<String>,
+    outbound: mpsc::Sender<JsonText>,
+    mut queue: mpsc::Receiver<JsonText>,
     dialect: Arc<AtomicU8>,
     kick: Arc<Notify>,
 ) -> String {
@@ -181,7 +186,11 @@ async fn run(
                 }
             }
             Some(text) = queue.recv() => {
-                match timeout(WRITE_TIMEOUT, ws.send(Message::Text(text))).await {
+                let sent = match text {
+                    JsonText::Whole(text) => timeout(WRITE_TIMEOUT, ws.send(Message::Text(text))).await,
+                    JsonText::Piecewise(long) => timeout(WRITE_TIMEOUT, send_in_fragments(&mut ws, &long)).await,
+                };
+                match sent {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return format!("write failed: {e}"),
                     Err(_) => return "stopped reading (write timed out)".into(),
@@ -249,11 +258,23 @@ async fn finish(mut ws: Ws) {
     .await;
 }
 
+/// Sends `long` as one text message in fragments, each piece escaped just
+/// before it is queued: the whole text never exists at once, and the
+/// client reads the first fragment while the rest is escaped.
+async fn send_in_fragments(ws: &mut Ws, long: &Piecewise) -> Result<(), WsError> {
+    let mut opcode = OpCode::Data(Data::Text);
+    for piece in long.pieces(FRAGMENT_BYTES) {
+        ws.feed(Message::Frame(Frame::message(piece.bytes, opcode, piece.last))).await?;
+        opcode = OpCode::Data(Data::Continue);
+    }
+    ws.flush().await
+}
+
 /// Sends the newest visible files and selection to one client: at once on
 /// connect, then whenever they change, at most one selection per
 /// `selection_interval_ms` (a burst is coalesced and always ends with the
 /// latest state), never the same state twice.
-async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<String>, dialect: Arc<AtomicU8>) {
+async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<JsonText>, dialect: Arc<AtomicU8>) {
     let interval = Duration::from_millis(shared.options.selection_interval_ms);
     let mut selection = shared.selection.subscribe();
     let mut visible = shared.visible_files.subscribe();
@@ -273,7 +294,7 @@ async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<String>, diale
                 let state = visible.borrow_and_update().clone();
                 let state = state.unwrap_or_else(|| Arc::new(PublishedVisibleFiles::new(Vec::new())));
                 if sent_visible.as_ref().is_some_and(|s| s.raw == state.raw) { continue; }
-                if outbound.send(state.frame(dialect()).to_owned()).await.is_err() { return; }
+                if outbound.send(state.frame(dialect()).to_owned().into()).await.is_err() { return; }
                 sent_visible = Some(state);
                 visible_first = false;
             }
@@ -284,7 +305,7 @@ async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<String>, diale
                 }
                 let Some(state) = selection.borrow_and_update().clone() else { continue };
                 if sent_selection.as_ref().is_some_and(|s| s.raw == state.raw) { continue; }
-                if outbound.send(state.frame(dialect()).to_owned()).await.is_err() { return; }
+                if outbound.send(state.frame(dialect()).to_owned().into()).await.is_err() { return; }
                 last_selection_at = Some(tokio::time::Instant::now());
                 sent_selection = Some(state);
             }

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod context;
 pub mod edit;
 pub mod handshake;
+pub mod json_text;
 pub mod lockfile;
 pub mod options;
 pub mod protocol;

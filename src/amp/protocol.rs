@@ -8,6 +8,7 @@
 //! Nothing here touches sockets or Neovim, so all of it is unit-tested alone.
 
 use serde_json::{json, Map, Value};
+use super::json_text::{self, JsonText};
 
 /// JSON-RPC error codes, as the Amp CLI expects them in `error.code`.
 pub const PARSE_ERROR: i64 = -32700;
@@ -114,8 +115,14 @@ fn single_entry(map: Map<String, Value>) -> Result<(String, Value), String> {
     }
 }
 
-/// A successful response in the request's own dialect.
-pub fn encode_response(id: &Value, method: &str, dialect: Dialect, result: Value) -> String {
+/// Strings at least this long in a response (a `readFile` of a big file)
+/// are escaped piece by piece as they are sent (see `json_text::Piecewise`).
+pub const LONG_STRING_BYTES: usize = 256 * 1024;
+
+/// A successful response in the request's own dialect. The result is moved
+/// into the envelope, not copied (`json!` would clone an interpolated value:
+/// a 20 MB file twice).
+pub fn encode_response(id: &Value, method: &str, dialect: Dialect, result: Value) -> JsonText {
     let key = match dialect {
         Dialect::Flat => method,
         Dialect::Wrapped => "result",
@@ -123,32 +130,9 @@ pub fn encode_response(id: &Value, method: &str, dialect: Dialect, result: Value
     let mut body = Map::with_capacity(2);
     body.insert("id".into(), id.clone());
     body.insert(key.into(), result);
-    encode_envelope("serverResponse", body)
-}
-
-/// `{"<kind>": body}` as text, without copying `body` (`json!` would clone
-/// an interpolated value: a 20 MB file twice) and into a buffer sized up
-/// front.
-fn encode_envelope(kind: &str, body: Map<String, Value>) -> String {
     let mut top = Map::with_capacity(1);
-    top.insert(kind.into(), Value::Object(body));
-    let top = Value::Object(top);
-    let mut out = Vec::with_capacity(estimated_len(&top) + 64);
-    if serde_json::to_writer(&mut out, &top).is_err() {
-        return String::new();
-    }
-    // serde_json writes valid UTF-8.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// A cheap lower bound of a value's JSON length (its strings' bytes).
-fn estimated_len(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.len() + 2,
-        Value::Array(a) => a.iter().map(estimated_len).sum::<usize>() + a.len(),
-        Value::Object(m) => m.iter().map(|(k, v)| k.len() + 3 + estimated_len(v)).sum(),
-        _ => 8,
-    }
+    top.insert("serverResponse".into(), Value::Object(body));
+    json_text::encode(Value::Object(top), LONG_STRING_BYTES)
 }
 
 /// An error response; the same in both dialects.
@@ -183,7 +167,7 @@ mod tests {
         assert_eq!(req.method, "ping");
         assert_eq!(req.dialect, Dialect::Flat);
         assert_eq!(req.params, json!({"message":"hi"}));
-        let out: Value = serde_json::from_str(&encode_response(&req.id, "ping", req.dialect, json!({"message":"hi"}))).unwrap();
+        let out: Value = serde_json::from_str(&encode_response(&req.id, "ping", req.dialect, json!({"message":"hi"})).into_string()).unwrap();
         assert_eq!(out, json!({"serverResponse":{"id":"7","ping":{"message":"hi"}}}));
     }
 
@@ -191,7 +175,7 @@ mod tests {
     fn wrapped_request_decodes_and_answers_with_result() {
         let req = decode_request(r#"{"clientRequest":{"id":"r1","method":{"readFile":{"path":"a"}}}}"#).unwrap();
         assert_eq!((req.method.as_str(), req.dialect), ("readFile", Dialect::Wrapped));
-        let out: Value = serde_json::from_str(&encode_response(&req.id, "readFile", req.dialect, json!({"content":"x"}))).unwrap();
+        let out: Value = serde_json::from_str(&encode_response(&req.id, "readFile", req.dialect, json!({"content":"x"})).into_string()).unwrap();
         assert_eq!(out, json!({"serverResponse":{"id":"r1","result":{"content":"x"}}}));
     }
 

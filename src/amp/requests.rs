@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::calls::{parse_call, Call, EditSpec};
 use super::connection::note_dialect;
 use super::edit::{apply_range, line_hunks, lines_to_text, text_to_lines, LineFormat};
+use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
 use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
@@ -19,11 +20,11 @@ use crate::editor::{diagnostics, open};
 use crate::text::byte_to_utf16_col;
 use crate::{fsutil, log};
 
-/// Answers one TEXT frame with the text of the response frame.
-pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> String {
+/// Answers one TEXT frame with the text of the response.
+pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> JsonText {
     let request = match decode_request(text) {
         Ok(request) => request,
-        Err(failure) => return encode_error(&failure.id, &failure.error),
+        Err(failure) => return encode_error(&failure.id, &failure.error).into(),
     };
     note_dialect(dialect, request.dialect);
     let outcome = match parse_call(&request.method, request.params) {
@@ -34,7 +35,7 @@ pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> Str
         Ok(result) => encode_response(&request.id, &request.method, request.dialect, result),
         Err(error) => {
             log::debug(format!("{} failed: {}", request.method, error.message));
-            encode_error(&request.id, &error)
+            encode_error(&request.id, &error).into()
         }
     }
 }

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 
+use super::json_text::JsonText;
 use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
@@ -23,7 +24,7 @@ pub const DIALECT_WRAPPED: u8 = 2;
 
 /// What the server keeps of one connected client.
 pub struct ClientHandle {
-    pub outbound: mpsc::Sender<String>,
+    pub outbound: mpsc::Sender<JsonText>,
     pub dialect: Arc<AtomicU8>,
     /// Wakes the connection to close it (its queue overflowed).
     pub kick: Arc<Notify>,
@@ -120,7 +121,7 @@ impl Shared {
                     encode_notification(name, if wrapped { Dialect::Wrapped } else { Dialect::Flat }, payload)
                 })
                 .clone();
-            match client.outbound.try_send(text) {
+            match client.outbound.try_send(text.into()) {
                 Ok(()) => reached += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => client.kick.notify_one(),
                 Err(mpsc::error::TrySendError::Closed(_)) => {}

@@ -1,9 +1,18 @@
 """readFile and editFile against real buffers and real files."""
 
+import base64
+import hashlib
+import json
 import os
+import shutil
+import socket
 import stat
+import struct
+import subprocess
 
 import pytest
+
+from conftest import REPO
 
 
 @pytest.fixture
@@ -97,6 +106,106 @@ def test_read_crlf_buffer_gives_crlf(ed, c):
 
 def test_read_missing_file(ed, c):
     failed(c.call("readFile", {"path": str(ed.env.workspace / "nope ✗.txt")}))
+
+
+# ------------------------------------------------- big answers, in fragments
+
+# Every byte that JSON must escape, quotes, backslashes, tabs, CRs inside a
+# line, and 2-, 3- and 4-byte characters, on lines of varying length.
+BIG_LINE = 'x = "é→😀\\t" \\ \x01\x1f\r\t {i} ' 
+
+
+def big_unsaved_buffer(ed, approx_bytes):
+    """A loaded buffer with unsaved text of about `approx_bytes`; returns its
+    path and the text readFile must answer."""
+    p = make(ed, "big.txt", b"on disk\n")
+    ed.edit(p)
+    lines = [(BIG_LINE.format(i=i) * (1 + i % 5)) for i in range(approx_bytes // 120)]
+    ed.nvim.current.buffer[:] = lines
+    assert ed.lua("return vim.bo.modified")
+    return p, "\n".join(lines) + "\n"
+
+
+def raw_read_file_frames(port, token, path):
+    """readFile over a hand-made WebSocket connection; returns the frames
+    (opcode, fin, payload) of the response message, in order."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall((f"GET /?auth={token} HTTP/1.1\r\nHost: localhost:{port}\r\nUpgrade: websocket\r\n"
+                      f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += sock.recv(65536)
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        payload = json.dumps({"clientRequest": {"id": "big", "readFile": {"path": str(path)}}}).encode()
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        sock.sendall(bytes([0x81, 0x80 | 126]) + struct.pack(">H", len(payload)) + mask + masked)
+        frames, in_response = [], False
+        while True:
+            while len(buf) >= 2:
+                b0, n, off = buf[0], buf[1] & 0x7F, 2
+                if n == 126:
+                    n, off = struct.unpack(">H", buf[2:4])[0], 4
+                elif n == 127:
+                    n, off = struct.unpack(">Q", buf[2:10])[0], 10
+                if len(buf) < off + n:
+                    break
+                frame, buf = (b0 & 0x0F, bool(b0 & 0x80), buf[off:off + n]), buf[off + n:]
+                if frame[0] == 0x1:
+                    in_response = frame[2].startswith(b'{"serverResponse"')
+                if in_response and frame[0] in (0x0, 0x1):
+                    frames.append(frame)
+                    if frame[1]:
+                        return frames
+            chunk = sock.recv(1 << 20)
+            assert chunk, "the server closed the connection"
+            buf += chunk
+    finally:
+        sock.close()
+
+
+def test_big_read_is_one_message_in_fragments_cut_between_characters(ed, c):
+    p, text = big_unsaved_buffer(ed, 3 * 1024 * 1024)
+    ok_read(c.call("readFile", {"path": str(p)}, timeout=20), text)  # a library client
+    lock = ed.lock
+    frames = raw_read_file_frames(lock["port"], lock["authToken"], p)
+    assert len(frames) > 10, "a 3 MB answer should arrive in fragments"
+    assert frames[0][0] == 0x1 and all(op == 0x0 for op, _, _ in frames[1:]), [f[:2] for f in frames[:3]]
+    assert [fin for _, fin, _ in frames] == [False] * (len(frames) - 1) + [True]
+    for _, _, payload in frames:
+        payload.decode("utf-8")  # each fragment is whole characters
+    body = json.loads(b"".join(f[2] for f in frames))
+    ok_read(body["serverResponse"]["readFile"], text)
+    # the connection goes on serving
+    c.ping()
+
+
+def test_small_answers_stay_single_frames(ed):
+    p = make(ed, "small.txt", ("é→😀 " * 1000).encode())
+    lock = ed.lock
+    frames = raw_read_file_frames(lock["port"], lock["authToken"], p)
+    assert [(op, fin) for op, fin, _ in frames] == [(0x1, True)]
+
+
+def test_big_read_with_a_node_ws_client(ed):
+    """The `ws` library (Node agents such as the Amp CLI) gets the whole text."""
+    client = REPO / "tests" / "fixtures" / "ws-client"
+    if not (client / "node_modules" / "ws").exists():
+        pytest.fail("tests/fixtures/ws-client/node_modules is missing: run `npm ci --prefix tests/fixtures/ws-client`",
+                    pytrace=False)
+    node = shutil.which("node")
+    assert node, "node is required"
+    p, text = big_unsaved_buffer(ed, 5 * 1024 * 1024)
+    lock = ed.lock
+    out = subprocess.run([node, str(client / "read-file.mjs"), str(lock["port"]), lock["authToken"], str(p)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = text.encode("utf-8")
+    assert got == {"binary": False, "success": True, "bytes": len(want), "sha256": hashlib.sha256(want).hexdigest()}
 
 
 # ---------------------------------------------------------------- editFile
