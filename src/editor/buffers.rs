@@ -89,21 +89,15 @@ pub enum ApplyError {
 /// buffer is still at `expected_tick`. Returns the new changedtick.
 pub fn apply(bufnr: i32, expected_tick: u32, hunks: Vec<Hunk>, final_newline: bool) -> Result<u32, ApplyError> {
     let fail = |e: mlua::Error| ApplyError::Failed(api_err("applying the edit", e));
-    let lua = nvim::lua().map_err(fail)?;
-    // Each hunk as the list { start, old_end, { lines } }.
-    let list = lua.create_table_with_capacity(hunks.len(), 0).map_err(fail)?;
-    for hunk in hunks {
-        let entry = lua.create_table_with_capacity(3, 0).map_err(fail)?;
-        entry.raw_push(hunk.start).map_err(fail)?;
-        entry.raw_push(hunk.old_end).map_err(fail)?;
-        entry.raw_push(lua.create_sequence_from(hunk.lines).map_err(fail)?).map_err(fail)?;
-        list.raw_push(entry).map_err(fail)?;
+    if !nvim::helper::<_, bool>("apply_begin", (bufnr, expected_tick, !hunks.is_empty())).map_err(fail)? {
+        return Err(ApplyError::Changed);
     }
-    match nvim::helper::<_, mlua::Value>("apply", (bufnr, expected_tick, list, final_newline)).map_err(fail)? {
-        mlua::Value::Integer(tick) => Ok(tick as u32),
-        mlua::Value::Number(tick) => Ok(tick as u32),
-        _ => Err(ApplyError::Changed),
+    // Last hunk first so earlier line numbers stay valid; changes made in
+    // one main-thread job, with no user input between them, are one undo step.
+    for hunk in hunks.iter().rev() {
+        super::bulk::set_lines(bufnr, hunk.start, hunk.old_end, &hunk.lines).map_err(ApplyError::Failed)?;
     }
+    nvim::helper::<_, u32>("apply_end", (bufnr, final_newline)).map_err(fail)
 }
 
 /// After the tokio side wrote the buffer's text to disk: marks the buffer

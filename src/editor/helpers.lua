@@ -137,29 +137,28 @@ function H.load_buffer(names)
   return buf
 end
 
---- Applies hunks { {start, old_end, lines}, ... } (ascending) as one undo
---- step if the buffer is still at `tick`. Returns the new changedtick, or
---- false when the user changed the buffer meanwhile.
-function H.apply(buf, tick, hunks, final_newline)
+--- Before an edit's hunks are set: false when the user changed the buffer
+--- since `tick`; otherwise starts a new undo step (when there are hunks).
+function H.apply_begin(buf, tick, has_hunks)
   if not api.nvim_buf_is_loaded(buf) then
     error("the buffer was closed during the edit")
   end
   if api.nvim_buf_get_changedtick(buf) ~= tick then
     return false
   end
-  if #hunks > 0 then
+  if has_hunks then
     -- Close the current undo block so this edit is its own undo step
     -- (:help undo-break); it must run with the buffer current.
     api.nvim_buf_call(buf, function()
       vim.cmd("let &g:undolevels = &g:undolevels")
     end)
-    -- Last hunk first so earlier line numbers stay valid; changes made in
-    -- one callback with no user input between them are one undo step.
-    for i = #hunks, 1, -1 do
-      local h = hunks[i]
-      api.nvim_buf_set_lines(buf, h[1], h[2], true, h[3])
-    end
   end
+  return true
+end
+
+--- After an edit's hunks were set (from Rust: src/editor/bulk.rs): the
+--- final end-of-line as the agent left it; returns the new changedtick.
+function H.apply_end(buf, final_newline)
   if buf_option(buf, "endofline") ~= final_newline then
     vim.bo[buf].endofline = final_newline
     -- Without this a later :w would add the end-of-line the agent left out.
