@@ -16,7 +16,7 @@ const MAX_LINK_HOPS: usize = 40;
 ///
 /// A symlink is followed (even a dangling one) and its final target is replaced, so
 /// the link itself survives. Data goes to a temp file in the target's directory
-/// (`.<name>.amp-<hex>.tmp`, O_EXCL), is fsynced, gets exactly the original mode
+/// (`.<name>.amp-<pid>-<hex>.tmp`, O_EXCL), is fsynced, gets exactly the original mode
 /// regardless of umask, and is renamed over the target; the directory is then fsynced
 /// (best effort, since the new content is already in place). On any error before the
 /// rename the temp file is removed and the original is untouched. Ownership is not
@@ -62,7 +62,46 @@ pub fn replace_with_mode(target: &Path, contents: &[u8], mode: u32) -> io::Resul
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
+    remove_orphaned_temps(dir, &name.to_string_lossy());
     Ok(())
+}
+
+/// Removes temp files of earlier writes to `name` in `dir` whose writer
+/// process is gone (a Neovim killed mid-save leaves one beside the intact
+/// file). Another live process's temp file may be a save in progress: kept.
+/// Best effort, after each successful replace.
+fn remove_orphaned_temps(dir: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let prefix = format!(".{name}.amp-");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|r| r.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let writer = rest.split_once('-').and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if writer.is_some_and(|pid| pid != std::process::id() && !pid_alive(pid)) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probe; EPERM means it exists).
+///
+/// Pid 0 and pids above `i32::MAX` are never alive: cast to `pid_t` they would address a
+/// process group (or, for -1, every process) instead of one process.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks existence/permission.
+    if unsafe { libc::kill(p, 0) } == 0 {
+        return true;
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Follows `path` through symlinks to the final non-link path (which may not exist).
@@ -88,11 +127,12 @@ fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
     ))
 }
 
-/// Creates `.<name>.amp-<hex>.tmp` in `dir` with O_EXCL, retrying on name clashes.
+/// Creates `.<name>.amp-<pid>-<hex>.tmp` in `dir` with O_EXCL, retrying on
+/// name clashes. The pid tells a later write whether the writer is gone.
 fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(File, PathBuf)> {
     let mut last_err = None;
     for _ in 0..16 {
-        let tmp = dir.join(format!(".{name}.amp-{:016x}.tmp", rand::random::<u64>()));
+        let tmp = dir.join(format!(".{name}.amp-{}-{:016x}.tmp", std::process::id(), rand::random::<u64>()));
         match OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -112,7 +152,27 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    use crate::testutil::{in_child, mode, TempDir};
+    use crate::testutil::{dead_pid, in_child, mode, TempDir};
+
+    #[test]
+    fn a_write_removes_temp_files_of_dead_writers_to_the_same_file() {
+        let dir = TempDir::new("orphans");
+        let (dead, me) = (dead_pid(), std::process::id());
+        let keep = [
+            format!(".f.amp-{me}-01.tmp"), // ours: maybe a write in progress
+            ".f.amp-1-02.tmp".to_string(), // a live process's
+            ".f.amp-00ff00ff00ff00ff.tmp".to_string(), // no pid to check
+            format!(".g.amp-{dead}-03.tmp"), // another file's
+        ];
+        for name in keep.iter().chain([&format!(".f.amp-{dead}-00.tmp")]) {
+            fs::write(dir.0.join(name), b"partial").unwrap();
+        }
+        atomic_write(&dir.0.join("f"), b"new").unwrap();
+        let mut want: Vec<String> = keep.to_vec();
+        want.push("f".into());
+        want.sort();
+        assert_eq!(names(&dir.0), want);
+    }
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(dir)

@@ -53,3 +53,11 @@ pub fn in_child(module: &str, test: &str) -> bool {
     assert!(out.contains("1 passed"), "child did not run {test}: {out}");
     false
 }
+
+/// The pid of a process that has exited (and been reaped).
+pub fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}

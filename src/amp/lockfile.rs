@@ -102,23 +102,7 @@ pub fn remove(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Whether a process with this pid exists (signal 0 probe; EPERM means it exists).
-///
-/// Pid 0 and pids above `i32::MAX` are never alive: cast to `pid_t` they would address a
-/// process group (or, for -1, every process) instead of one process.
-pub fn pid_alive(pid: u32) -> bool {
-    let Ok(p) = i32::try_from(pid) else {
-        return false;
-    };
-    if p <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 sends nothing; it only checks existence/permission.
-    if unsafe { libc::kill(p, 0) } == 0 {
-        return true;
-    }
-    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
+pub use crate::fsutil::pid_alive;
 
 /// Minimal view of a lockfile: anything with a numeric `pid` counts.
 #[derive(Deserialize)]
@@ -169,7 +153,7 @@ fn read_pid(path: &Path) -> Option<u32> {
 mod tests {
     use super::*;
 
-    use crate::testutil::{in_child, mode, TempDir};
+    use crate::testutil::{dead_pid, in_child, mode, TempDir};
 
     fn sample(port: u16, pid: u32) -> Lockfile {
         Lockfile {
@@ -179,13 +163,6 @@ mod tests {
             workspace_folders: vec!["/w/a".into(), "/w/b c".into()],
             ide_name: "Neovim (nvim 0.11.4)".into(),
         }
-    }
-
-    fn dead_pid() -> u32 {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        pid
     }
 
     fn names(dir: &Path) -> Vec<String> {

@@ -131,7 +131,22 @@ end
 function H.load_buffer(names)
   local buf = H.find_buffer(names, false) or fn.bufadd(names[1])
   if not api.nvim_buf_is_loaded(buf) then
-    fn.bufload(buf)
+    -- With a swap file present, bufload() asks nothing: it loads the file
+    -- and raises E325. The file's text is what the edit needs; the user is
+    -- told, since that swap file may hold a crashed session's unsaved work
+    -- (left alone, still recoverable).
+    local ok, err = pcall(fn.bufload, buf)
+    if not ok then
+      if not (api.nvim_buf_is_loaded(buf) and tostring(err):find("E325", 1, true)) then
+        error(err, 0)
+      end
+      vim.notify(
+        ("amp: %s has a swap file (another Neovim has it open, or one crashed while editing it). "
+          .. "The agent's edit was made to the file as it is on disk; if the swap file holds changes "
+          .. "you need, open the file and use :recover."):format(api.nvim_buf_get_name(buf)),
+        vim.log.levels.WARN
+      )
+    end
     vim.bo[buf].buflisted = true
   end
   return buf

@@ -211,6 +211,6 @@ def log_tail(ed: Editor, n: int = 40) -> str:
 
 
 def temp_siblings(target: Path) -> list[str]:
-    """Temp files of atomic writes (``.<name>.amp-<hex>.tmp``) beside ``target``."""
+    """Temp files of atomic writes (``.<name>.amp-<pid>-<hex>.tmp``) beside ``target``."""
     prefix = f".{target.name}.amp-"
     return sorted(n for n in os.listdir(target.parent) if n.startswith(prefix) and n.endswith(".tmp"))
