@@ -5,6 +5,8 @@
 //   request:  {"id": 1, "module": "file:///abs/p.mjs" | "/abs/p.mjs", "method": "annotations",
 //              "params": {...}, "settings": {...}}
 //   response: {"id": 1, "result": ...} | {"id": 1, "error": {"message": "...", "code"?: n}}
+//   liveness: {"id": 2, "ping": true} -> {"id": 2, "result": "pong"}, answered at once: no
+//             answer means a provider is blocking the event loop (the client restarts us).
 //
 // Each module is imported once and cached; its provider is `default` (or
 // `default.default` when a bundle nests it). Calls run concurrently: a call that
@@ -131,6 +133,10 @@ function handle(line) {
     const id = request && request.id
     if (id === undefined || id === null) {
         log('ignoring a request without id')
+        return
+    }
+    if (request.ping === true) {
+        send({ id, result: 'pong' })
         return
     }
     inflight++

@@ -4,12 +4,16 @@
 //! The process starts on the first call; calls are multiplexed over its stdin
 //! and stdout by id (see the host script for the line protocol). When it dies,
 //! every pending call fails with `Transport("node exited …")` and the next call
-//! starts a new one. Remote modules (`https://…/x.js`, `http+js:`, `https+js:`)
+//! starts a new one. A call given up by its caller (a timeout) makes the host
+//! answer a ping: a provider stuck in a synchronous loop blocks Node's event
+//! loop, and with it every JS provider, so a host that does not answer is
+//! killed and the next call starts a new one. Remote modules (`https://…/x.js`, `http+js:`, `https+js:`)
 //! are downloaded into `cache_dir` first, because plain Node cannot import an
 //! `https:` URL.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +29,9 @@ const MODULE_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 /// waiting for it, so a caller's short timeout does not restart it each time).
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
+/// How long the host has to answer a liveness ping (it answers at once when
+/// its event loop runs).
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 type DownloadResult = Option<Result<PathBuf, String>>;
 
@@ -34,6 +41,8 @@ struct NodeInner {
     conn: Mutex<Option<Arc<ChildConn>>>,
     /// Downloads in flight, by URL.
     downloads: Mutex<HashMap<String, watch::Receiver<DownloadResult>>>,
+    /// A liveness ping is in flight (one at a time).
+    pinging: AtomicBool,
 }
 
 /// The Node host shared by all JS module providers. Cheap to clone.
@@ -171,6 +180,7 @@ impl NodeHost {
                 cache_dir,
                 conn: Mutex::new(None),
                 downloads: Mutex::new(HashMap::new()),
+                pinging: AtomicBool::new(false),
             }),
         }
     }
@@ -198,7 +208,10 @@ impl NodeHost {
         // A process found dead before anything was sent is replaced once.
         for _ in 0..2 {
             let conn = self.connection()?;
-            match conn.request_inner(message).await {
+            let abandoned = PingIfAbandoned { host: self, conn: Some(conn.clone()) };
+            let outcome = conn.request_inner(message).await;
+            abandoned.defuse();
+            match outcome {
                 Ok(v) => return Ok(v),
                 Err(RequestError::Failed(e)) => return Err(e),
                 Err(RequestError::NotSent(_, m)) => message = m,
@@ -223,6 +236,31 @@ impl NodeHost {
             .as_ref()
             .filter(|c| !c.is_dead())
             .and_then(|c| c.pid())
+    }
+
+    /// Pings `conn`'s host in the background; kills it (and forgets it, so
+    /// the next call starts a new one) if it does not answer in time.
+    fn check_alive(&self, conn: Arc<ChildConn>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if conn.is_dead() || self.inner.pinging.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.inner.clone();
+        runtime.spawn(async move {
+            let ping = tokio::time::timeout(PING_TIMEOUT, conn.request_inner(json!({ "ping": true }))).await;
+            if ping.is_err() && !conn.is_dead() {
+                crate::log::warn("openctx: the Node host stopped answering (a JS provider is blocking it): restarting it");
+                {
+                    let mut slot = lock(&inner.conn);
+                    if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                        *slot = None;
+                    }
+                }
+                conn.shutdown("node host stopped answering (a JS provider blocked it) and was restarted", SHUTDOWN_WAIT)
+                    .await;
+            }
+            inner.pinging.store(false, Ordering::Release);
+        });
     }
 
     fn connection(&self) -> Result<Arc<ChildConn>, ProviderError> {
@@ -292,6 +330,27 @@ impl NodeHost {
         lock(&self.inner.conn)
             .as_ref()
             .map_or(0, |c| c.stray_lines())
+    }
+}
+
+/// Dropped with its call unfinished (the caller gave up): checks that the
+/// host is still answering.
+struct PingIfAbandoned<'a> {
+    host: &'a NodeHost,
+    conn: Option<Arc<ChildConn>>,
+}
+
+impl PingIfAbandoned<'_> {
+    fn defuse(mut self) {
+        self.conn = None;
+    }
+}
+
+impl Drop for PingIfAbandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.host.check_alive(conn);
+        }
     }
 }
 
@@ -451,6 +510,54 @@ mod tests {
         })
         .await
         .expect("test timed out");
+    }
+
+    #[tokio::test]
+    async fn node_host_blocked_by_a_busy_provider_is_replaced() {
+        tokio::time::timeout(LIMIT, async {
+            let host = host("busy");
+            let busy = file_url(&fixture("provider-busy.mjs"));
+            let basic = file_url(&fixture("provider-basic.mjs"));
+            host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
+            let blocked_pid = host.pid().unwrap();
+            // The busy call blocks the whole host; its caller gives up ...
+            let r = tokio::time::timeout(
+                Duration::from_millis(300),
+                host.call(&busy, "annotations", json!({"uri": "file:///a", "content": ""}), &json!({})),
+            )
+            .await;
+            assert!(r.is_err(), "{r:?}");
+            // ... which makes the host answer a ping; it cannot, so it is
+            // killed and the next call runs in a new process.
+            let started = std::time::Instant::now();
+            let meta = loop {
+                match tokio::time::timeout(Duration::from_millis(500), host.call(&basic, "meta", json!({}), &json!({})))
+                    .await
+                {
+                    Ok(Ok(meta)) => break meta,
+                    _ => assert!(started.elapsed() < PING_TIMEOUT * 3, "the blocked host was not replaced"),
+                }
+            };
+            assert_eq!(meta["name"], "basic");
+            assert_ne!(host.pid(), Some(blocked_pid));
+            assert!(!pid_exists(blocked_pid), "the blocked node process is still running");
+            // A host that is merely slow to answer one call is left alone.
+            let live_pid = host.pid().unwrap();
+            let slow = file_url(&fixture("provider-hang.mjs"));
+            let r = tokio::time::timeout(Duration::from_millis(200), host.call(&slow, "annotations", json!({}), &json!({})))
+                .await;
+            assert!(r.is_err());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
+            assert_eq!(host.pid(), Some(live_pid), "a host that answers pings must not be restarted");
+            host.shutdown().await;
+        })
+        .await
+        .expect("test timed out");
+    }
+
+    fn pid_exists(pid: u32) -> bool {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
     }
 
     #[tokio::test]
