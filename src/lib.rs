@@ -115,7 +115,7 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         Ok(false)
     })?)?;
     // A buffer unloaded or wiped out (its annotations' state goes), and the
-    // buffers that still have some (tests, :checkhealth).
+    // buffers that still have some (for tests).
     t.set("openctx_forget_buffer", export(lua, |args: Vec<Value>| {
         let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
         editor::annotations::forget_buffer(bufnr as i32);

@@ -249,8 +249,8 @@ pub fn forget_all() {
     ANSWERS.with(|a| a.borrow_mut().clear());
 }
 
-/// The buffers this module keeps state for, ascending (for tests and
-/// health checks: a wiped-out buffer must not be among them).
+/// The buffers this module keeps state for, ascending (for tests: a buffer
+/// unloaded or wiped out must not be among them).
 pub fn tracked_buffers() -> Vec<i32> {
     let mut bufs: Vec<i32> = LATEST.with(|l| l.borrow().keys().copied().collect());
     bufs.extend(ANSWERS.with(|a| a.borrow().keys().copied().collect::<Vec<_>>()));
