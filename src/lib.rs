@@ -108,6 +108,22 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         editor::annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
         Ok(Value::Null)
     })?)?;
+    // Hot path: the annotations' decoration provider `on_win`, called on
+    // every redraw of every window; returns false, never raises.
+    t.set("openctx_on_win", lua.create_function(|_, args: mlua::MultiValue| {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| editor::annotations::on_win(&args))) {
+            log::error(format!("panic drawing annotations: {}", bridge::panic_message(&panic)));
+        }
+        Ok(false)
+    })?)?;
+    // A buffer unloaded or wiped out (its annotations' state goes), and the
+    // buffers that still have some (for tests).
+    t.set("openctx_forget_buffer", export(lua, |args: Vec<Value>| {
+        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
+        editor::annotations::forget_buffer(bufnr as i32);
+        Ok(Value::Null)
+    })?)?;
+    t.set("openctx_tracked_buffers", export(lua, |_: Vec<Value>| Ok(json!(editor::annotations::tracked_buffers())))?)?;
     t.set("openctx_mentions", export(lua, |args: Vec<Value>| {
         let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
         openctx::service::mentions(query, request_id(&args, 1)?).map(|_| Value::Null)

@@ -8,12 +8,15 @@ local H = {}
 local native = require("amp.native")
 
 local AUGROUP = "AmpOpenCtx"
+-- The annotations' extmarks (src/editor/annotations.rs draws them).
+local NAMESPACE = "amp_openctx"
 
 H.config = nil ---@type table?
 H.pending = {} ---@type table<integer, fun(result: table)>
 H.next_id = 0
 H.timers = {} ---@type table<integer, uv.uv_timer_t>
 H.visible = true
+H.provider_set = false
 
 --- Links the highlight groups (a colorscheme may override them).
 function M.highlights()
@@ -42,6 +45,12 @@ function M.configure(config)
   if err then
     return false, "amp: OpenCtx: " .. err
   end
+  local module = native.load()
+  if type(module.openctx_on_win) ~= "function" then
+    M.stop()
+    return false, "amp: OpenCtx: the native library is out of date (no openctx_on_win): rebuild it"
+  end
+  H.set_decoration_provider(module.openctx_on_win)
   H.attach()
   -- Buffers already open get their annotations now.
   for _, win in ipairs(vim.api.nvim_list_wins()) do
@@ -52,6 +61,7 @@ end
 
 function M.stop()
   pcall(vim.api.nvim_del_augroup_by_name, AUGROUP)
+  H.set_decoration_provider(nil)
   for buf, timer in pairs(H.timers) do
     timer:stop()
     timer:close()
@@ -65,6 +75,18 @@ end
 --- Whether the OpenCtx client is configured and running.
 function M.enabled()
   return H.config ~= nil and H.config.enabled and native.loaded() and (native.call("openctx_running")) == true
+end
+
+--- Annotations are drawn as their lines come into view, as vim.lsp.inlay_hint
+--- draws: Neovim calls `on_win` before it redraws a window, and the native
+--- side sets the extmarks of the window's lines not drawn yet. nil removes
+--- it (nothing to call on every redraw while OpenCtx is off).
+function H.set_decoration_provider(on_win)
+  if on_win == nil and not H.provider_set then
+    return -- never set: do not create a provider only to empty it
+  end
+  vim.api.nvim_set_decoration_provider(vim.api.nvim_create_namespace(NAMESPACE), { on_win = on_win })
+  H.provider_set = on_win ~= nil
 end
 
 function H.attach()
@@ -83,8 +105,9 @@ function H.attach()
       H.debounced_refresh(ev.buf)
     end,
   })
-  vim.api.nvim_create_autocmd({ "BufWipeout" }, {
+  vim.api.nvim_create_autocmd({ "BufUnload", "BufWipeout" }, {
     group = group,
+    desc = "amp: forget the annotations of a buffer that goes",
     callback = function(ev)
       local timer = H.timers[ev.buf]
       if timer then
@@ -92,6 +115,7 @@ function H.attach()
         timer:close()
         H.timers[ev.buf] = nil
       end
+      native.call("openctx_forget_buffer", ev.buf)
     end,
   })
   vim.api.nvim_create_autocmd("VimLeavePre", {

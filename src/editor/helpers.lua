@@ -331,23 +331,40 @@ function H.document(buf, max_bytes)
   return name, table.concat(api.nvim_buf_get_lines(buf, 0, -1, false), "\n"), api.nvim_buf_get_changedtick(buf), buf
 end
 
---- Draws annotation titles grouped by line, given as JSON text
---- `[[line, [title, ...]], ...]`. Kept lean: it runs for every answer.
-local mark_opts = { virt_text = false, virt_text_pos = "eol", hl_mode = "combine" }
-function H.draw_annotations(buf, ns, groups_json)
-  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  local last = api.nvim_buf_line_count(buf) - 1
-  local set_extmark = api.nvim_buf_set_extmark
-  for _, group in ipairs(vim.json.decode(groups_json)) do
-    local titles = group[2]
-    local chunks = { { " ", "AmpAnnotationSeparator" }, { titles[1], "AmpAnnotation" } }
-    for i = 2, #titles do
-      chunks[#chunks + 1] = { " · ", "AmpAnnotationSeparator" }
-      chunks[#chunks + 1] = { titles[i], "AmpAnnotation" }
-    end
-    mark_opts.virt_text = chunks
-    local line = group[1]
-    set_extmark(buf, ns, line < last and line or last, 0, mark_opts)
+-- The virt_text of an annotated line, rebuilt in place for each line
+-- (Neovim copies it): drawing leaves little garbage behind.
+local FIRST = { " ", "AmpAnnotationSeparator" }
+local BETWEEN = { " · ", "AmpAnnotationSeparator" }
+local chunks, title_chunks = {}, {}
+local mark_opts = { virt_text = chunks, virt_text_pos = "eol", hl_mode = "combine" }
+
+--- Fills `chunks` with the `count` titles that start at `at` in `text`, one
+--- per line; returns where the text goes on.
+local function read_titles(text, at, count)
+  for i = 1, count do
+    local newline = text:find("\n", at, true)
+    title_chunks[i] = title_chunks[i] or { "", "AmpAnnotation" }
+    title_chunks[i][1] = text:sub(at, newline - 1)
+    chunks[2 * i - 1] = i == 1 and FIRST or BETWEEN
+    chunks[2 * i] = title_chunks[i]
+    at = newline + 1
+  end
+  for i = #chunks, 2 * count + 1, -1 do
+    chunks[i] = nil -- left from a line with more titles
+  end
+  return at
+end
+
+--- Draws annotation titles at the end of their lines. `text` holds, per
+--- line, "<row> <number of titles>\n" then each title and "\n" (built by
+--- lines_text in src/editor/annotations.rs). Called by the annotations'
+--- decoration provider for the lines coming into view, during a redraw.
+function H.draw_annotations(buf, ns, text)
+  local at = 1
+  while at <= #text do
+    local row, count, titles_at = text:match("^(%d+) (%d+)\n()", at)
+    at = read_titles(text, titles_at, tonumber(count))
+    api.nvim_buf_set_extmark(buf, ns, tonumber(row), 0, mark_opts)
   end
 end
 

@@ -5,6 +5,7 @@
 //! on the main thread: annotations are drawn by `editor::annotations`,
 //! picker data is handed to `require("amp.openctx")._resolve(id, result)`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tokio::runtime::Runtime;
 
 use super::client::{ClientOptions, OpenCtxClient, ProviderSpec};
 use super::types::{Annotation, Mention};
-use crate::editor::annotations::{self, Mark};
+use crate::editor::annotations::{self, LineTitles, Mark};
 use crate::text::utf16_to_byte_col;
 use crate::{bridge, log};
 
@@ -113,6 +114,8 @@ pub fn stop() {
     let _ = s.runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), client.shutdown()).await });
     s.runtime.shutdown_timeout(Duration::from_millis(200));
     bridge::close();
+    // Nothing more is drawn as lines come into view.
+    annotations::forget_all();
 }
 
 pub fn running() -> bool {
@@ -133,13 +136,13 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
         client
             .annotations(&uri, &doc.text, |found| {
                 // Everything but drawing is done here, off the main thread:
-                // positions, grouping by line, and both JSON texts.
+                // positions, the list's JSON text, grouping by line.
                 let marks = to_marks(&doc.text, &found);
                 let listed: Vec<Value> =
                     found.iter().zip(&marks).map(|((provider, a), mark)| annotation_json(provider, a, mark)).collect();
                 let listed = Value::Array(listed).to_string();
-                let groups = group_by_line(&marks).to_string();
-                let _ = bridge::post(move || annotations::render(bufnr, generation, groups, listed));
+                let lines = group_by_line(marks);
+                let _ = bridge::post(move || annotations::render(bufnr, generation, lines, listed));
             })
             .await;
         let failures = client.take_failures();
@@ -154,20 +157,14 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// `[[line, [title, …]], …]` in the order the lines first appear.
-fn group_by_line(marks: &[Mark]) -> Value {
-    let mut order: Vec<usize> = Vec::new();
-    let mut titles: std::collections::HashMap<usize, Vec<&str>> = std::collections::HashMap::new();
+/// The titles on each line, by ascending line, each line's in the order
+/// of `marks`.
+fn group_by_line(marks: Vec<Mark>) -> Vec<LineTitles> {
+    let mut by_line: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for m in marks {
-        titles
-            .entry(m.line)
-            .or_insert_with(|| {
-                order.push(m.line);
-                Vec::new()
-            })
-            .push(&m.title);
+        by_line.entry(m.line).or_default().push(m.title);
     }
-    Value::Array(order.into_iter().map(|line| json!([line, titles.remove(&line).unwrap_or_default()])).collect())
+    by_line.into_iter().map(|(line, titles)| LineTitles { line, titles }).collect()
 }
 
 /// Converts annotation positions (UTF-16) to byte columns on the text's lines.
@@ -255,4 +252,24 @@ pub fn items_for_message(message: String, id: i64) -> Result<(), String> {
 
 fn failures_json(failures: Vec<super::client::Failure>) -> Value {
     Value::Array(failures.into_iter().map(|f| json!({ "provider": f.provider, "message": f.message })).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(line: usize, title: &str) -> Mark {
+        Mark { line, col: 0, title: title.into() }
+    }
+
+    #[test]
+    fn titles_are_grouped_by_ascending_line_in_their_order() {
+        let marks = vec![mark(4, "a"), mark(1, "b"), mark(4, "c"), mark(0, "d"), mark(1, "e")];
+        let lines = group_by_line(marks);
+        let got: Vec<(usize, Vec<String>)> = lines.into_iter().map(|l| (l.line, l.titles)).collect();
+        let want = vec![(0, vec!["d"]), (1, vec!["b", "e"]), (4, vec!["a", "c"])];
+        let want: Vec<(usize, Vec<String>)> =
+            want.into_iter().map(|(l, t)| (l, t.into_iter().map(String::from).collect())).collect();
+        assert_eq!(got, want);
+    }
 }

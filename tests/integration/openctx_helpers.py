@@ -261,6 +261,8 @@ function T.open_doc(path, lines)
   vim.fn.bufload(buf)
   vim.bo[buf].buflisted = true
   vim.bo[buf].swapfile = false
+  -- Shown, as a user opens a file: annotations are drawn in windows only.
+  vim.api.nvim_win_set_buf(0, buf)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   pcall(vim.api.nvim_buf_del_var, buf, "amp_openctx_annotations")
   require("amp.openctx").refresh(buf)
@@ -277,14 +279,56 @@ function T.stored(buf)
   -- Stored as JSON text (decoded by amp.openctx.annotations() when asked).
   return type(v) == "string" and vim.json.decode(v) or v
 end
-function T.marks(buf)
-  local ns = vim.api.nvim_create_namespace("amp_openctx")
+local function mark_entry(m)
+  local d = m[4]
+  return { row = m[2], col = m[3], virt_text = d.virt_text or {}, pos = d.virt_text_pos or vim.NIL }
+end
+--- The lines (0-based, inclusive) each window showing `buf` shows.
+function T.shown_ranges(buf)
   local out = {}
-  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
-    local d = m[4]
-    table.insert(out, { row = m[2], col = m[3], virt_text = d.virt_text or {}, pos = d.virt_text_pos or vim.NIL })
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      table.insert(out, { win = win, top = vim.fn.line("w0", win) - 1, bottom = vim.fn.line("w$", win) - 1 })
+    end
   end
   return out
+end
+--- What a user sees: after a redraw (which draws the lines coming into
+--- view), the annotation extmarks on the lines that windows show.
+function T.marks(buf)
+  vim.cmd("redraw")
+  local ns = vim.api.nvim_create_namespace("amp_openctx")
+  local out, seen = {}, {}
+  for _, shown in ipairs(T.shown_ranges(buf)) do
+    local found = vim.api.nvim_buf_get_extmarks(buf, ns, { shown.top, 0 }, { shown.bottom, -1 }, { details = true })
+    for _, m in ipairs(found) do
+      if not seen[m[1]] then
+        seen[m[1]] = true
+        table.insert(out, mark_entry(m))
+      end
+    end
+  end
+  table.sort(out, function(a, b) return a.row < b.row end)
+  return out
+end
+--- Every annotation extmark of `buf`, seen or not, without a redraw.
+function T.all_marks(buf)
+  local ns = vim.api.nvim_create_namespace("amp_openctx")
+  return vim.tbl_map(mark_entry, vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true }))
+end
+--- The text on screen of line `lnum` (1-based) in window `win`, trailing
+--- blanks removed; nil when the line is not on screen.
+function T.screen_line(win, lnum)
+  local row = vim.fn.screenpos(win, lnum, 1).row
+  if row == 0 then
+    return vim.NIL
+  end
+  local info = vim.fn.getwininfo(win)[1]
+  local cells = {}
+  for col = info.wincol, info.wincol + info.width - 1 do
+    table.insert(cells, vim.fn.screenstring(row, col))
+  end
+  return (table.concat(cells):gsub("%s+$", ""))
 end
 """
 
@@ -316,12 +360,39 @@ def stored(ed: Editor, buf: int) -> list[dict] | None:
 
 
 def marks(ed: Editor, buf: int) -> list[dict]:
+    """The annotation extmarks a user sees: on the lines windows show, after a redraw
+    (annotations are drawn as their lines come into view)."""
     return ed.lua("return amp_t.marks(...)", buf)
 
 
+def texts_of(found: list[dict]) -> dict[int, str]:
+    """Row -> the virtual text at its end."""
+    return {m["row"]: "".join(chunk[0] for chunk in m["virt_text"]) for m in found}
+
+
 def mark_texts(ed: Editor, buf: int) -> dict[int, str]:
-    """Row -> the virtual text shown at its end."""
-    return {m["row"]: "".join(chunk[0] for chunk in m["virt_text"]) for m in marks(ed, buf)}
+    """Row -> the virtual text shown at its end, on the lines windows show (after a redraw)."""
+    return texts_of(marks(ed, buf))
+
+
+def all_mark_texts(ed: Editor, buf: int) -> dict[int, str]:
+    """Row -> virtual text of every annotation extmark, on screen or not (no redraw)."""
+    return texts_of(ed.lua("return amp_t.all_marks(...)", buf))
+
+
+def shown_ranges(ed: Editor, buf: int) -> list[dict]:
+    """{win, top, bottom} (0-based lines, inclusive) of each window showing ``buf``."""
+    return ed.lua("return amp_t.shown_ranges(...)", buf)
+
+
+def screen_line(ed: Editor, win: int, lnum: int) -> str | None:
+    """What the screen shows for line ``lnum`` (1-based) of window ``win``."""
+    return ed.lua("return amp_t.screen_line(...)", win, lnum)
+
+
+def tracked_buffers(ed: Editor) -> list[int]:
+    """The buffers the native side keeps annotation state for."""
+    return ed.lua("return require('amp.native').call('openctx_tracked_buffers')")
 
 
 def notes(ed: Editor) -> list[dict]:

@@ -25,10 +25,11 @@ import pytest
 from conftest import file_uri
 from context_helpers import connect_recorder
 from openctx_helpers import (EVERYTHING, EVERYTHING_DOCS, REFERENCE_CLIENT, SLOW_PROVIDER, WORD_PROVIDER,
-                             HttpProvider, HttpReply, alive, children_with, mark_texts, marks, module_uri,
-                             notes, occurrences, open_doc, plain_range, require_node_modules, result,
-                             run_reference, set_lines, start, stored, titles, utf16_index, utf16_len,
-                             utf16_to_byte, wait_marks, wait_stored, word_route)
+                             HttpProvider, HttpReply, alive, all_mark_texts, children_with, mark_texts, marks,
+                             module_uri, notes, occurrences, open_doc, plain_range, require_node_modules, result,
+                             run_reference, screen_line, set_lines, shown_ranges, start, stored, titles,
+                             tracked_buffers, utf16_index, utf16_len, utf16_to_byte, wait_marks, wait_stored,
+                             word_route)
 
 WORD = module_uri(WORD_PROVIDER)
 SLOW = module_uri(SLOW_PROVIDER)
@@ -405,14 +406,17 @@ def test_only_the_newest_answer_per_buffer_is_drawn(nvim_factory):
     assert mark_texts(ed, buf) == {0: " s: fast new"}
     assert titles(stored(ed, buf)) == ["s: fast new"]
 
-    # An edit while the slow answer is on its way, with no new request: the
-    # answer is for an older text and is dropped.
+    # An edit while the slow answer is on its way, with no new request (the
+    # refresh that follows edits is held back): the answer is for an older
+    # text and is dropped.
+    ed.lua("vim.o.eventignore = 'TextChanged'")
     set_lines(ed, buf, ["SLOW again"])
     time.sleep(0.2)
     ed.lua("vim.api.nvim_buf_set_lines(..., 0, -1, false, { 'edited meanwhile' })", buf)
     time.sleep(2.0)
     assert stored(ed, buf) is None
     assert " s: SLOW again" not in mark_texts(ed, buf).values()
+    ed.lua("vim.o.eventignore = ''")
 
 
 def test_files_over_max_file_bytes_get_no_annotations(nvim_factory, http_provider):
@@ -431,11 +435,14 @@ def test_files_over_max_file_bytes_get_no_annotations(nvim_factory, http_provide
     time.sleep(0.5)
     asked = [r["body"]["params"]["uri"] for r in http_provider.seen("/size", "annotations")]
     assert file_uri(big_path) not in asked, asked
-    assert stored(ed, big) is None and marks(ed, big) == []
+    assert stored(ed, big) is None and all_mark_texts(ed, big) == {}
 
     # Shrunk under the limit it is annotated; grown over it, its annotations go.
     set_lines(ed, big, big_lines[:2])
+    ed.nvim.command(f"buffer {big}")
     wait_marks(ed, big, lambda t: t == {0: " size 0:0", 1: " size 1:0"})
+    ed.nvim.command(f"buffer {small}")
+    wait_marks(ed, small, lambda t: t == {0: " size 0:0"})
     ed.lua("vim.api.nvim_buf_set_lines(..., 0, -1, false, { 'mark ' .. string.rep('y', 400) })", small)
     ed.lua("require('amp.openctx').refresh(...)", small)
     wait_marks(ed, small, lambda t: t == {}, what="marks of a buffer grown over max_file_bytes cleared")
@@ -461,6 +468,162 @@ def test_toggle_hides_and_shows_annotations(nvim_factory):
     wait_marks(ed, buf, lambda t: t == {0: " t 0:0", 1: " t 1:2", 2: " t 2:3"}, what="marks shown again")
     msgs = [n["msg"] for n in notes(ed)]
     assert any("hidden" in m for m in msgs) and any("shown" in m for m in msgs), msgs
+
+
+# --------------------------------------------------------------------------
+# drawn as lines come into view
+# --------------------------------------------------------------------------
+
+LONG = 2000
+
+
+def long_lines(n: int = LONG) -> list[str]:
+    """Even lines hold the word, odd lines do not: a mark on an odd line is misplaced."""
+    return [f"mark {i:04d}" if i % 2 == 0 else f"plain {i:04d}" for i in range(n)]
+
+
+def open_long(ed, name: str) -> int:
+    """A 2,000-line file opened with :edit, once its answer (1,000 annotations) is in."""
+    path = ed.env.workspace / name
+    path.write_text("\n".join(long_lines()) + "\n", "utf-8")
+    ed.edit(path)
+    buf = ed.nvim.current.buffer.number
+    wait_stored(ed, buf, lambda a: len(a) == LONG // 2)
+    return buf
+
+
+def in_view(ed, buf: int, lines: list[str]) -> dict[int, str]:
+    """Row -> virtual text the word provider's answer for ``lines`` gives the lines windows show."""
+    return {row: f" v {row}:0"
+            for r in shown_ranges(ed, buf) for row in range(r["top"], r["bottom"] + 1) if "mark" in lines[row]}
+
+
+def assert_only_rows(drawn: dict[int, str], ranges: list[tuple[int, int]]) -> None:
+    """Every extmark is on a line that was shown (or the one below a window: Neovim's botline)."""
+    outside = [row for row in drawn if not any(top <= row <= bottom + 1 for top, bottom in ranges)]
+    assert not outside, f"drawn outside the lines shown {ranges}: rows {outside[:20]} (of {len(drawn)} extmarks)"
+
+
+def test_a_long_buffer_draws_the_lines_in_view_then_those_scrolled_to(nvim_factory):
+    ed = start(nvim_factory, {WORD: {"label": "v"}})
+    buf = open_long(ed, "long.txt")
+    win = ed.nvim.current.window.handle
+    lines = long_lines()
+    (view,) = shown_ranges(ed, buf)
+    assert view["top"] == 0 and 10 <= view["bottom"] < 60, view
+    want = in_view(ed, buf, lines)
+    assert wait_marks(ed, buf, lambda t: t == want) == want
+    assert_only_rows(all_mark_texts(ed, buf), [(0, view["bottom"])])
+    assert screen_line(ed, win, 1) == "mark 0000  v 0:0", "what the screen shows of line 1"
+    assert screen_line(ed, win, 2) == "plain 0001"
+
+    seen = [(0, view["bottom"])]
+    for _ in range(3):  # page by page
+        ed.nvim.command('execute "normal! \\<C-f>"')
+        (view,) = shown_ranges(ed, buf)
+        seen.append((view["top"], view["bottom"]))
+        want = in_view(ed, buf, lines)
+        assert want and mark_texts(ed, buf) == want, view
+    ed.nvim.command("normal! 1201Gzt")
+    (view,) = shown_ranges(ed, buf)
+    assert view["top"] == 1200, view
+    seen.append((view["top"], view["bottom"]))
+    assert mark_texts(ed, buf) == in_view(ed, buf, lines)
+    assert screen_line(ed, win, 1201) == "mark 1200  v 1200:0"
+    drawn = all_mark_texts(ed, buf)
+    assert_only_rows(drawn, seen)
+    assert len(drawn) < 100, len(drawn)
+
+
+def test_an_edit_before_scrolling_draws_nothing_at_the_wrong_lines(nvim_factory):
+    ed = start(nvim_factory, {WORD: {"label": "v"}})
+    buf = open_long(ed, "edited.txt")
+    lines = long_lines()
+    want = in_view(ed, buf, lines)
+    wait_marks(ed, buf, lambda t: t == want)
+    before = all_mark_texts(ed, buf)
+
+    # A line in at the top, then a scroll and a redraw, in one call: no
+    # answer can come in between. The answer's line 1000 is now line 1001.
+    shown, everywhere = ed.lua("""
+        local buf = ...
+        vim.api.nvim_buf_set_lines(buf, 0, 0, false, { 'inserted' })
+        vim.cmd('normal! 1001Gzt')
+        return { amp_t.marks(buf), amp_t.all_marks(buf) }
+    """, buf)
+    assert shown == [], f"drawn after the edit from an answer for the text before it: {shown[:5]}"
+    # What was drawn before moved with its text.
+    assert len(everywhere) == len(before)
+    assert all_mark_texts(ed, buf) == {row + 1: text for row, text in before.items()}
+
+    # The refresh that follows the edit draws the lines in view.
+    edited = ["inserted"] + lines
+    want = in_view(ed, buf, edited)
+    assert want and min(want) >= 1000
+    assert wait_marks(ed, buf, lambda t: t == want, what="annotations after the refresh") == want
+    for row in all_mark_texts(ed, buf):
+        assert "mark" in edited[row], (row, edited[row])
+
+
+def test_a_buffer_in_two_windows_is_drawn_where_each_shows_it(nvim_factory):
+    ed = start(nvim_factory, {WORD: {"label": "v"}})
+    path = ed.env.workspace / "two.txt"
+    path.write_text("\n".join(long_lines()) + "\n", "utf-8")
+    ed.edit(path)
+    buf = ed.nvim.current.buffer.number
+    lower = ed.nvim.current.window.handle
+    ed.nvim.command("split")
+    ed.nvim.command("normal! 1501Gzt")
+    upper = ed.nvim.current.window.handle
+    assert upper != lower
+    wait_stored(ed, buf, lambda a: len(a) == LONG // 2)
+
+    lines = long_lines()
+    ranges = {r["win"]: (r["top"], r["bottom"]) for r in shown_ranges(ed, buf)}
+    assert ranges[lower][0] == 0 and ranges[upper][0] == 1500, ranges
+    want = in_view(ed, buf, lines)
+    assert wait_marks(ed, buf, lambda t: t == want) == want
+    assert any(row < 100 for row in want) and any(row >= 1500 for row in want)
+    assert_only_rows(all_mark_texts(ed, buf), list(ranges.values()))
+    assert screen_line(ed, lower, 1) == "mark 0000  v 0:0"
+    assert screen_line(ed, upper, 1501) == "mark 1500  v 1500:0"
+
+
+def test_hidden_annotations_are_not_drawn_as_lines_scroll_in(nvim_factory):
+    ed = start(nvim_factory, {WORD: {"label": "v"}})
+    buf = open_long(ed, "hidden.txt")
+    lines = long_lines()
+    want = in_view(ed, buf, lines)
+    wait_marks(ed, buf, lambda t: t == want)
+
+    ed.nvim.command("Amp annotations toggle")
+    assert all_mark_texts(ed, buf) == {}
+    ed.nvim.command("normal! 801Gzt")
+    assert mark_texts(ed, buf) == {} and all_mark_texts(ed, buf) == {}
+
+    ed.nvim.command("Amp annotations toggle")
+    want = in_view(ed, buf, lines)
+    assert want and min(want) >= 800
+    assert wait_marks(ed, buf, lambda t: t == want, what="annotations shown again") == want
+
+
+def test_a_buffer_that_goes_leaves_no_annotation_state(nvim_factory):
+    ed = start(nvim_factory, {WORD: {"label": "w"}, SLOW: {"label": "s", "slow_marker": "SLOW", "delay_ms": 2000}})
+    gone = open_doc(ed, "/w/gone.txt", ["mark"])
+    wait_marks(ed, gone, lambda t: "w 0:0" in t.get(0, ""))
+    assert gone in tracked_buffers(ed)
+    ed.nvim.command(f"bwipeout! {gone}")
+    assert gone not in tracked_buffers(ed)
+
+    # Unloaded while an answer is on its way: the answer is dropped.
+    unloaded = open_doc(ed, "/w/unloaded.txt", ["SLOW mark"])
+    wait_marks(ed, unloaded, lambda t: t == {0: " w 0:5"})  # the slow answer is still on its way
+    assert unloaded in tracked_buffers(ed)
+    ed.nvim.command(f"enew | bunload! {unloaded}")
+    assert unloaded not in tracked_buffers(ed)
+    time.sleep(2.5)  # past the slow answer
+    assert unloaded not in tracked_buffers(ed)
+    assert all_mark_texts(ed, unloaded) == {}
 
 
 def test_list_hover_and_open(nvim_factory):
