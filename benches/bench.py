@@ -650,21 +650,20 @@ return { amp_bench_thread_cpu_ns() - c0, vim.uv.hrtime() - w0 }
 
 
 # The plugin's hot path alone: the same cursor moves, with what its
-# buffer-local CursorMoved callback does outside Visual mode (read the cursor
-# and its line, call lib.cursor_moved) done inline instead of through an
-# autocmd (or not at all).
+# buffer-local CursorMoved callback does outside Visual mode
+# (lib.cursor_moved(name), which reads the cursor and its line through the C
+# API) called inline instead of through an autocmd (or not at all).
 LUA_MOVES_DIRECT = LUA_THREAD_CPU + r"""
 local n, call = ...
 local api = vim.api
-local set, get_cursor, get_line = api.nvim_win_set_cursor, api.nvim_win_get_cursor, api.nvim_get_current_line
+local set = api.nvim_win_set_cursor
 local cursor_moved = assert(require('amp.native').load()).cursor_moved
 local name = api.nvim_buf_get_name(0)
 local c0 = amp_bench_thread_cpu_ns()
 if call then
   for i = 1, n do
     set(0, { (i % 2) + 1, 0 })
-    local cursor = get_cursor(0)
-    cursor_moved(name, cursor[1], cursor[2], get_line())
+    cursor_moved(name)
   end
 else
   for i = 1, n do
@@ -762,8 +761,8 @@ def bench_cpu_per_move(bare: Editor, ed: Editor, poller: Poller, res: Results, n
     res.note(f"for reference, one empty Lua CursorMoved autocmd adds {empty['ffi']['diff']:.2f} µs/move "
              f"(thread clock) to the same loop ({empty_local['ffi']['diff']:.2f} µs when buffer-local: no "
              f"pattern match); Neovim spends that on any Lua autocmd callback, so the plugin's are buffer-local. "
-             f"The plugin's own part: its callback's work (cursor and line read, lib.cursor_moved) done inline, "
-             f"no autocmd, 10 clients: {direct['ffi']['diff']:.2f} µs/move")
+             f"The plugin's own part: its callback's call, lib.cursor_moved(name) (which reads the cursor and its "
+             f"line), made inline, no autocmd, 10 clients: {direct['ffi']['diff']:.2f} µs/move")
     res.note(f"cursor moves: {n} per run; plugin and baseline runs alternate, {reps} pairs, median of the "
              f"per-pair differences; baseline main-thread CPU {base['ffi']['a']:.2f} µs/move (thread clock), "
              f"{base['proc']['a']:.2f} µs/move (/proc, {1e6 / CLK_TCK / n:.2f} µs/move resolution)")
@@ -1638,7 +1637,7 @@ def main() -> int:
             step("1. keystroke latency", 40, b1)
         if 2 in only and bare and ed:
             step("2. main-thread CPU per cursor move", 60,
-                 lambda: bench_cpu_per_move(bare, ed, poller, res, 10_000 if q else 50_000, 3 if q else 5))
+                 lambda: bench_cpu_per_move(bare, ed, poller, res, 10_000 if q else 50_000, 3 if q else 9))
         if 5 in only and ed:
             step("5. broadcast to 50 clients", 40, lambda: bench_broadcast(ed, poller, res, 50, 40 if q else 100))
         poller.stop()

@@ -184,31 +184,25 @@ fn quiet(lua: &Lua, f: fn()) -> mlua::Result<Function> {
     })
 }
 
-/// `cursor_moved(name, row, col, line)`: the cursor of a file buffer moved
-/// outside Visual mode (`row` 1-based, `col` a byte column, `line` its
-/// text). Called on every keystroke by buffer-local autocmds, so it is a raw
-/// C function: Lua's strings are borrowed, not converted, and there is none
-/// of mlua's per-call machinery. Arguments of the wrong type are ignored;
-/// returns nothing.
+/// `cursor_moved(name)`: the cursor of the current window, which shows the
+/// file `name`, moved outside Visual mode. Called on every keystroke by
+/// buffer-local autocmds, so it is a raw C function: the name is borrowed,
+/// not converted, and there is none of mlua's per-call machinery; the cursor
+/// and line are read from Neovim's C API (see `editor::bulk`). Anything but
+/// a string argument is ignored; returns nothing.
 unsafe extern "C-unwind" fn cursor_moved(state: *mut mlua::ffi::lua_State) -> c_int {
     use mlua::ffi;
-    // SAFETY: the slices borrow strings that stay on the Lua stack until
-    // this function returns.
-    let string = |i: c_int| -> Option<&[u8]> {
-        if ffi::lua_type(state, i) != ffi::LUA_TSTRING {
-            return None;
-        }
-        let mut len = 0usize;
-        let p = ffi::lua_tolstring(state, i, &mut len);
-        (!p.is_null()).then(|| std::slice::from_raw_parts(p.cast::<u8>(), len))
-    };
-    let integer = |i: c_int| -> Option<usize> {
-        (ffi::lua_type(state, i) == ffi::LUA_TNUMBER).then(|| ffi::lua_tointeger(state, i).max(0) as usize)
-    };
-    let (Some(path), Some(row), Some(col), Some(line)) = (string(1), integer(2), integer(3), string(4)) else {
+    if ffi::lua_type(state, 1) != ffi::LUA_TSTRING {
         return 0;
-    };
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| session::cursor_moved(path, row, col, line))) {
+    }
+    let mut len = 0usize;
+    let p = ffi::lua_tolstring(state, 1, &mut len);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: the string stays on the Lua stack until this function returns.
+    let path = std::slice::from_raw_parts(p.cast::<u8>(), len);
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| session::cursor_moved(path))) {
         log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
     }
     0

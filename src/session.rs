@@ -206,14 +206,16 @@ pub fn selection_changed() {
     }
 }
 
-/// Publishes the cursor of a file buffer outside Visual mode as the Lua
-/// autocmd read it: `row` 1-based, `col` a byte column, `line` its text.
-/// The per-keystroke path: no editor reads, nothing allocated when the
-/// cursor did not change.
-pub fn cursor_moved(path: &[u8], row: usize, col: usize, line: &[u8]) {
+/// Publishes the cursor of the current window, whose buffer shows the file
+/// `path`, outside Visual mode. The per-keystroke path: the cursor and its
+/// line are read through the C API, and nothing is allocated when the cursor
+/// did not change.
+pub fn cursor_moved(path: &[u8]) {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
-    session.shared.publish_cursor(path, row.saturating_sub(1), col, line);
+    crate::editor::bulk::with_cursor_line(|row, col, line| {
+        session.shared.publish_cursor(path, row.saturating_sub(1), col, line)
+    });
 }
 
 /// Reads the visible files and publishes them (called from window autocmds).

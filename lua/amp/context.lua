@@ -6,11 +6,11 @@
 --- The per-keystroke events (cursor moves and text changes) are
 --- buffer-local autocmds, added to each buffer the first time it is entered:
 --- Neovim runs those without matching a file pattern, which halves what an
---- autocmd costs per keystroke. Outside Visual mode their callback hands the
---- cursor straight to the library (`cursor_moved`); it knows the buffer's
---- file name from a cache kept up to date by the events that change it and
---- whether Visual mode is on from ModeChanged, so it asks Neovim for nothing
---- but the cursor and its line.
+--- autocmd costs per keystroke. Outside Visual mode their callback calls
+--- `cursor_moved(name)`, which reads the cursor and its line through the C
+--- API; the callback knows the buffer's file name from a cache kept up to
+--- date by the events that change it and whether Visual mode is on from
+--- ModeChanged, so it asks Neovim for nothing itself.
 local M = {}
 
 local AUGROUP = "AmpEditorContext"
@@ -86,7 +86,6 @@ function M.attach(lib)
   local selection_changed = lib.selection_changed
   local visible_files_changed = lib.visible_files_changed
   local cursor_moved = lib.cursor_moved
-  local get_cursor, get_current_line = api.nvim_win_get_cursor, api.nvim_get_current_line
   local file_names = {}
   state = {
     group = api.nvim_create_augroup(AUGROUP, { clear = true }),
@@ -96,7 +95,8 @@ function M.attach(lib)
   }
   local group = state.group
 
-  -- The hot path: kept to two API reads and one native call.
+  -- The hot path: a table lookup and one native call (which reads the
+  -- cursor and its line itself).
   local function on_keystroke(ev)
     local name = file_names[ev.buf]
     if not name then
@@ -104,10 +104,9 @@ function M.attach(lib)
     end
     if state.visual then
       selection_changed()
-      return
+    else
+      cursor_moved(name)
     end
-    local cursor = get_cursor(0)
-    cursor_moved(name, cursor[1], cursor[2], get_current_line())
   end
 
   -- The native functions take no arguments: never pass the autocmd's table.

@@ -54,6 +54,8 @@ const _: () = assert!(std::mem::size_of::<RawArray>() == 24);
 
 /// `ObjectType` of a string in Neovim 0.11.
 const OBJECT_STRING: c_int = 4;
+/// `ObjectType` of an integer in Neovim 0.11 (its value is the union's first 8 bytes).
+const OBJECT_INTEGER: c_int = 2;
 /// `kErrorTypeNone`.
 const NO_ERROR: c_int = -1;
 /// `LUA_INTERNAL_CALL`: not VimL, so NULs in lines come back as NUL bytes.
@@ -81,6 +83,8 @@ extern "C" {
         err: *mut RawError,
     );
     fn nvim_buf_set_var(buffer: c_int, name: RawString, value: RawObject, err: *mut RawError);
+    fn nvim_win_get_cursor(window: c_int, arena: *mut Arena, err: *mut RawError) -> RawArray;
+    fn nvim_get_current_line(arena: *mut Arena, err: *mut RawError) -> RawString;
     fn arena_finish(arena: *mut Arena) -> *mut c_void;
     fn arena_mem_free(mem: *mut c_void);
     fn api_clear_error(err: *mut RawError);
@@ -143,6 +147,44 @@ pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
     unsafe {
         nvim_buf_set_var(buf, name, value, &mut err);
         take_error(&mut err, "nvim_buf_set_var").map_or(Ok(()), Err)
+    }
+}
+
+/// Calls `f` with the current window's cursor (1-based row, byte column) and
+/// the text of its line, borrowed from Neovim: the per-keystroke read, with
+/// no Lua table or string made (and none left for the collector). `None` if
+/// Neovim reports an error. Main thread only.
+pub fn with_cursor_line<R>(f: impl FnOnce(usize, usize, &[u8]) -> R) -> Option<R> {
+    let mut arena = Arena { cur_blk: null_mut(), pos: 0, size: 0 };
+    let mut err = RawError { kind: NO_ERROR, msg: null_mut() };
+    // SAFETY: main thread; what the calls return lives in `arena` until it
+    // is freed below, after `f` has run; `err` is checked after each call.
+    unsafe {
+        let cursor = nvim_win_get_cursor(0, &mut arena, &mut err);
+        let position = match take_error(&mut err, "nvim_win_get_cursor") {
+            None if cursor.size == 2 && !cursor.items.is_null() => {
+                let items = std::slice::from_raw_parts(cursor.items, 2);
+                items[0].integer().zip(items[1].integer())
+            }
+            _ => None,
+        };
+        let result = position.and_then(|(row, col)| {
+            let line = nvim_get_current_line(&mut arena, &mut err);
+            if take_error(&mut err, "nvim_get_current_line").is_some() {
+                return None;
+            }
+            let text = if line.data.is_null() { &[][..] } else { std::slice::from_raw_parts(line.data, line.size) };
+            Some(f(row.max(0) as usize, col.max(0) as usize, text))
+        });
+        arena_mem_free(arena_finish(&mut arena));
+        result
+    }
+}
+
+impl RawObject {
+    fn integer(&self) -> Option<i64> {
+        // The union's first 8 bytes hold an integer's value.
+        (self.kind == OBJECT_INTEGER).then(|| self.string.data as usize as i64)
     }
 }
 
