@@ -11,6 +11,7 @@
 //! - a buffer with unsaved changes keeps them: the user is told once and
 //!   settles it with `:Amp diff`, `:Amp take` or `:Amp keep`. Neovim still
 //!   knows the old timestamp, so a plain `:w` asks before overwriting.
+//!
 //! Writes by Neovim itself and by `editFile` are remembered by their stat
 //! stamp and not reported.
 

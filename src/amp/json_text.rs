@@ -20,19 +20,25 @@ pub fn to_string(value: &Value) -> String {
 
 /// Appends `value` as compact JSON text to `out`.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    write_value_with(out, value, &mut |out, s| write_str(out, s));
+}
+
+/// [`write_value`], with string values written by `string` (object keys are
+/// always escaped as usual).
+fn write_value_with(out: &mut Vec<u8>, value: &Value, string: &mut dyn FnMut(&mut Vec<u8>, &String)) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),
-        Value::String(s) => write_str(out, s),
+        Value::String(s) => string(out, s),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item);
+                write_value_with(out, item, string);
             }
             out.push(b']');
         }
@@ -44,7 +50,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
                 }
                 write_str(out, key);
                 out.push(b':');
-                write_value(out, item);
+                write_value_with(out, item, string);
             }
             out.push(b'}');
         }
@@ -165,36 +171,15 @@ fn take_longest_string(value: &mut Value, long: usize) -> Option<(String, *const
 /// [`take_longest_string`]) is written as `""` and the place between its
 /// quotes stored in `hole`.
 fn write_value_with_hole(out: &mut Vec<u8>, value: &Value, slot: *const String, hole: &mut Option<usize>) {
-    match value {
-        Value::String(s) if std::ptr::eq(s, slot) => {
+    write_value_with(out, value, &mut |out, s| {
+        if std::ptr::eq(s, slot) {
             out.push(b'"');
             *hole = Some(out.len());
             out.push(b'"');
+        } else {
+            write_str(out, s);
         }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value_with_hole(out, item, slot, hole);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, key);
-                out.push(b':');
-                write_value_with_hole(out, item, slot, hole);
-            }
-            out.push(b'}');
-        }
-        other => write_value(out, other),
-    }
+    });
 }
 
 /// A cheap lower bound of a value's JSON length (its strings' bytes), to

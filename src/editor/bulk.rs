@@ -184,7 +184,7 @@ pub fn with_cursor_line<R>(f: impl FnOnce(usize, usize, &[u8]) -> R) -> Option<R
 impl RawObject {
     fn integer(&self) -> Option<i64> {
         // The union's first 8 bytes hold an integer's value.
-        (self.kind == OBJECT_INTEGER).then(|| self.string.data as usize as i64)
+        (self.kind == OBJECT_INTEGER).then_some(self.string.data as usize as i64)
     }
 }
 
