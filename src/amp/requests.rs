@@ -109,7 +109,14 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
         },
         Err(e) => return Ok(failure(e)),
     };
-    Ok(json!({ "success": true, "content": content, "encoding": "utf-8" }))
+    Ok(object([("success", Value::Bool(true)), ("content", Value::String(content)), ("encoding", "utf-8".into())]))
+}
+
+/// A JSON object that owns its values: `json!` copies every value it
+/// interpolates (for `readFile`, the whole file: 3-15 ms for 20 MB, most of
+/// it fresh pages).
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
 }
 
 fn io_message(path: &Path, e: &std::io::Error) -> String {
@@ -226,9 +233,11 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
     }
     let entries: Vec<Value> = entries
         .into_iter()
-        .map(|(path, diagnostics)| json!({ "uri": path_to_file_uri(&path), "diagnostics": diagnostics }))
+        .map(|(path, diagnostics)| {
+            object([("uri", Value::String(path_to_file_uri(&path))), ("diagnostics", Value::Array(diagnostics))])
+        })
         .collect();
-    Ok(json!({ "entries": entries }))
+    Ok(object([("entries", Value::Array(entries))]))
 }
 
 async fn open_uri(uri: &str) -> Result<Value, RpcError> {
