@@ -283,9 +283,20 @@ pub fn resolve_request(id: i64, result: &Value) {
     }
 }
 
-/// Tells the user about a failing provider (once per run of failures).
+/// Tells the user about a failing provider (once per run of failures): the
+/// first line of the error, cut short, with the whole of it in the log. A
+/// message wider than the screen stops Neovim at a hit-enter prompt, where
+/// no agent request is answered.
 pub fn report_failure(provider: &str, message: &str) {
-    events::notify(&format!("OpenCtx provider {provider}: {message}"), "WARN");
+    const SHOWN_CHARS: usize = 60;
+    crate::log::warn(format!("OpenCtx provider {provider}: {message}"));
+    let first_line = message.lines().next().unwrap_or_default();
+    let shown = match first_line.char_indices().nth(SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}… (:Amp log)", &first_line[..cut]),
+        None if first_line.len() < message.trim_end().len() => format!("{first_line} (:Amp log)"),
+        None => first_line.to_string(),
+    };
+    events::notify(&format!("amp: OpenCtx provider {provider}: {shown}"), "WARN");
 }
 
 #[cfg(test)]

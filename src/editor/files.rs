@@ -30,20 +30,21 @@ fn set_conflict(buf: i32, on: bool) {
     };
 }
 
+/// `path` as the user would type it (relative to the cwd or `~`): these
+/// messages must fit one line, or Neovim stops at a hit-enter prompt where
+/// no agent request is answered.
+fn short_name(path: &Path) -> String {
+    let full = path.to_string_lossy();
+    nvim::helper::<_, String>("short_name", full.as_ref()).unwrap_or_else(|_| full.into_owned())
+}
+
 /// The file changed on disk while its buffer has unsaved changes.
 pub fn report_conflict(path: &Path) {
     let Some(buf) = buffer_for(path) else { return };
     let already: bool = nvim::helper("get_var", (buf, CONFLICT_VAR)).unwrap_or(false);
     if !already {
         set_conflict(buf, true);
-        notify(
-            &format!(
-                "{} changed on disk, and this buffer has unsaved changes (kept). \
-                 :Amp diff compares them, :Amp take loads the disk version, :Amp keep writes yours.",
-                path.display()
-            ),
-            "WARN",
-        );
+        notify(&format!("amp: {} changed on disk; unsaved changes kept (:Amp diff/take/keep)", short_name(path)), "WARN");
     }
     events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "conflict": true }));
 }
@@ -65,9 +66,6 @@ pub fn report_settled(path: &Path) {
 /// The file was deleted or renamed away; the buffer keeps its text.
 pub fn report_deleted(path: &Path) {
     let Some(buf) = buffer_for(path) else { return };
-    notify(
-        &format!("{} was deleted or moved on disk; the buffer keeps its text (:w writes it back).", path.display()),
-        "WARN",
-    );
+    notify(&format!("amp: {} was deleted or moved on disk; the buffer keeps its text", short_name(path)), "WARN");
     events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "deleted": true }));
 }

@@ -140,10 +140,12 @@ function H.load_buffer(names)
       if not (api.nvim_buf_is_loaded(buf) and tostring(err):find("E325", 1, true)) then
         error(err, 0)
       end
+      -- Short: a message wider than the screen stops Neovim at a hit-enter
+      -- prompt, where no agent request is answered.
       vim.notify(
-        ("amp: %s has a swap file (another Neovim has it open, or one crashed while editing it). "
-          .. "The agent's edit was made to the file as it is on disk; if the swap file holds changes "
-          .. "you need, open the file and use :recover."):format(api.nvim_buf_get_name(buf)),
+        ("amp: %s has a swap file; the agent edited the file on disk (see :recover)"):format(
+          fn.fnamemodify(api.nvim_buf_get_name(buf), ":~:.")
+        ),
         vim.log.levels.WARN
       )
     end
@@ -366,6 +368,11 @@ function H.draw_annotations(buf, ns, text)
     at = read_titles(text, titles_at, tonumber(count))
     api.nvim_buf_set_extmark(buf, ns, tonumber(row), 0, mark_opts)
   end
+end
+
+--- A path relative to the current directory or home, for messages.
+function H.short_name(path)
+  return fn.fnamemodify(path, ":~:.")
 end
 
 function H.get_var(buf, name)

@@ -96,7 +96,14 @@ def notes(ed: Editor) -> list[dict]:
 
 
 def notes_about(ed: Editor, path: Path) -> list[str]:
-    return [n["msg"] for n in notes(ed) if str(path) in n["msg"]]
+    """Messages naming `path` as the plugin does (relative to the cwd or ~),
+    each short enough for one screen line: a longer one would stop Neovim at
+    a hit-enter prompt, where no agent request is answered."""
+    short = ed.lua("return vim.fn.fnamemodify(..., ':~:.')", str(path))
+    about = [n["msg"] for n in notes(ed) if f"amp: {short} " in n["msg"]]
+    for msg in about:
+        assert len(msg) < 80, f"a message too long for one 80-column line: {msg!r}"
+    return about
 
 
 def wait_until(pred: Callable[[], Any], what: str, timeout: float = WAIT,
