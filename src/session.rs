@@ -225,12 +225,14 @@ pub fn visible_files_changed() {
     session.shared.publish_visible_files(crate::editor::context::read_visible_files());
 }
 
-/// The set of loaded file buffers may have changed: re-aim the file watcher.
+/// The set of loaded buffers may have changed: note their names (see
+/// `Shared::maybe_loaded`) and re-aim the file watcher.
 pub fn buffers_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
+    let (names, files) = crate::editor::files::loaded_buffers();
+    session.shared.set_loaded_buffers(names);
     if session.shared.file_watch.get().is_some() {
-        let files = crate::editor::files::loaded_files();
         session.shared.tell_watcher(crate::filewatch::WatchCommand::SetFiles(files));
     }
 }

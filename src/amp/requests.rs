@@ -97,7 +97,12 @@ async fn candidates(path: PathBuf) -> Vec<PathBuf> {
 async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
     let paths = candidates(abs.clone()).await;
-    let loaded = on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?;
+    // No buffer has it: the disk has the text, no need to wait for the main thread.
+    let loaded = if shared.maybe_loaded(&paths) {
+        on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?
+    } else {
+        Ok(None)
+    };
     let content = match loaded {
         Ok(Some(snapshot)) => snapshot.file_text(),
         Ok(None) => match tokio::fs::read(&abs).await {

@@ -46,6 +46,11 @@ pub struct Shared {
     /// the newest state only, so a slow client skips states, never queues them.
     pub selection: watch::Sender<Option<Arc<PublishedSelection>>>,
     pub visible_files: watch::Sender<Option<Arc<PublishedVisibleFiles>>>,
+    /// The names of the loaded buffers, kept by the editor's buffer events
+    /// (`None` until first told): a `readFile` of a file no buffer has loaded
+    /// is read from disk here, without waiting for the main thread, which
+    /// may be held up (a hit-enter prompt runs no scheduled callbacks).
+    loaded_buffers: RwLock<Option<std::collections::HashSet<PathBuf>>>,
     /// Commands to the file watcher, when it runs.
     pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::filewatch::WatchCommand>>,
     /// Serialises lockfile writes so an older write never lands last.
@@ -66,9 +71,21 @@ impl Shared {
             shutdown,
             selection: watch::Sender::new(None),
             visible_files: watch::Sender::new(None),
+            loaded_buffers: RwLock::new(None),
             file_watch: std::sync::OnceLock::new(),
             lock_writes: tokio::sync::Mutex::new(()),
         }
+    }
+
+    pub fn set_loaded_buffers(&self, names: Vec<PathBuf>) {
+        *self.loaded_buffers.write().unwrap_or_else(|p| p.into_inner()) = Some(names.into_iter().collect());
+    }
+
+    /// Whether a loaded buffer may be named one of `paths` (yes when not
+    /// known yet).
+    pub fn maybe_loaded(&self, paths: &[PathBuf]) -> bool {
+        let loaded = self.loaded_buffers.read().unwrap_or_else(|p| p.into_inner());
+        loaded.as_ref().is_none_or(|names| paths.iter().any(|p| names.contains(p)))
     }
 
     pub fn lockfile_path(&self) -> PathBuf {

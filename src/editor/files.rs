@@ -12,10 +12,11 @@ use super::{find_buffer, nvim, path_from_lua};
 /// unsaved changes (cleared when the conflict is settled).
 const CONFLICT_VAR: &str = "amp_disk_conflict";
 
-/// The files of every loaded buffer.
-pub fn loaded_files() -> Vec<PathBuf> {
-    let names: Vec<mlua::String> = nvim::helper("loaded_files", ()).unwrap_or_default();
-    names.iter().map(path_from_lua).collect()
+/// The names of all loaded buffers (any kind), and the files among them.
+pub fn loaded_buffers() -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (names, files): (Vec<mlua::String>, Vec<mlua::String>) =
+        nvim::helper("loaded_buffers", ()).unwrap_or_default();
+    (names.iter().map(path_from_lua).collect(), files.iter().map(path_from_lua).collect())
 }
 
 fn buffer_for(path: &Path) -> Option<i32> {

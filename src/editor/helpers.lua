@@ -84,15 +84,20 @@ function H.visible_files()
   return out
 end
 
---- Names of the files of every loaded buffer.
-function H.loaded_files()
-  local out = {}
+--- The names of all loaded buffers that have one (what `find_buffer` can
+--- find with `loaded_only`), and the files among them (see `file_of`).
+function H.loaded_buffers()
+  local names, files = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     if api.nvim_buf_is_loaded(buf) then
-      out[#out + 1] = H.file_of(buf)
+      local name = api.nvim_buf_get_name(buf)
+      if name ~= "" then
+        names[#names + 1] = name
+      end
+      files[#files + 1] = H.file_of(buf)
     end
   end
-  return out
+  return names, files
 end
 
 --- The buffer (loaded or not, or only loaded) named one of `names`.

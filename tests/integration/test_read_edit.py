@@ -9,6 +9,7 @@ import socket
 import stat
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -106,6 +107,33 @@ def test_read_crlf_buffer_gives_crlf(ed, c):
 
 def test_read_missing_file(ed, c):
     failed(c.call("readFile", {"path": str(ed.env.workspace / "nope ✗.txt")}))
+
+
+def test_unloaded_files_are_read_while_neovim_waits_at_a_hit_enter_prompt(ed, c):
+    """At a hit-enter prompt Neovim runs no scheduled callbacks: a file no
+    buffer has loaded is read from disk without waiting for it; a loaded
+    buffer's text comes once the prompt is dismissed."""
+    on_disk = make(ed, "not-loaded.txt", "from disk\n".encode())
+    opened = make(ed, "opened.txt", b"saved\n")
+    ed.edit(opened)
+    ed.nvim.current.buffer[:] = ["unsaved"]
+    ed.nvim.ui_attach(80, 24, rgb=True)  # a UI, so messages can ask for Enter
+    try:
+        ed.nvim.command("set cmdheight=1")
+        ed.nvim.command('echo "one\\ntwo\\nthree"', async_=True)  # it waits for Enter: do not wait for it
+        deadline = time.monotonic() + 5
+        while ed.nvim.api.get_mode()["mode"] != "r":  # nvim_get_mode answers even now
+            assert time.monotonic() < deadline, "no hit-enter prompt"
+            time.sleep(0.02)
+        ok_read(c.call("readFile", {"path": str(on_disk)}, timeout=2), "from disk\n")
+        waiting = c.send_request("readFile", {"path": str(opened)})
+        with pytest.raises(TimeoutError):
+            c.recv_response(waiting, timeout=0.5)
+        assert ed.nvim.api.get_mode()["mode"] == "r"
+        ed.nvim.input("<CR>")  # the user dismisses the prompt
+        ok_read(c.recv_response(waiting, timeout=5)["readFile"], "unsaved\n")
+    finally:
+        ed.nvim.ui_detach()
 
 
 # ------------------------------------------------- big answers, in fragments
