@@ -19,7 +19,7 @@ pub fn to_string(value: &Value) -> String {
 }
 
 /// Appends `value` as compact JSON text to `out`.
-pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+fn write_value(out: &mut Vec<u8>, value: &Value) {
     write_value_with(out, value, &mut |out, s| write_str(out, s));
 }
 
@@ -184,7 +184,7 @@ fn write_value_with_hole(out: &mut Vec<u8>, value: &Value, slot: *const String, 
 
 /// A cheap lower bound of a value's JSON length (its strings' bytes), to
 /// size the output once.
-pub fn estimated_len(v: &Value) -> usize {
+fn estimated_len(v: &Value) -> usize {
     match v {
         Value::String(s) => s.len() + 2,
         Value::Array(a) => a.iter().map(estimated_len).sum::<usize>() + a.len() + 2,
