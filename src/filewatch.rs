@@ -24,10 +24,10 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::amp::edit::{line_hunks, text_to_lines};
 use crate::bridge::on_main;
 use crate::editor::buffers::{self, ApplyError};
 use crate::editor::files;
+use crate::filetext::DiskText;
 use crate::log;
 
 /// What the watcher is told from the rest of the plugin.
@@ -39,6 +39,9 @@ pub enum WatchCommand {
     Written(PathBuf),
     /// Replace the buffer's text with the disk's (`:Amp take`).
     Take(PathBuf),
+    /// Take in any outside change to these files now (before an edit), then
+    /// answer.
+    Settle(Vec<PathBuf>, tokio::sync::oneshot::Sender<()>),
 }
 
 /// A file's identity and version as the disk reports it.
@@ -109,6 +112,13 @@ pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: 
                 Some(WatchCommand::Take(path)) => {
                     check(&path, &mut known, true).await;
                 }
+                Some(WatchCommand::Settle(paths, done)) => {
+                    for path in paths.iter().filter(|p| files.contains(*p)) {
+                        pending.remove(path);
+                        check(path, &mut known, false).await;
+                    }
+                    let _ = done.send(());
+                }
             },
             Some(event) = events.recv() => match event {
                 Ok(event) => {
@@ -147,28 +157,35 @@ async fn check(path: &Path, known: &mut HashMap<PathBuf, Option<Stamp>>, take: b
         }
         return;
     };
-    let text = match tokio::fs::read(path).await.map(String::from_utf8) {
-        Ok(Ok(text)) => text,
-        Ok(Err(_)) => {
-            log::info(format!("{} changed on disk but is not UTF-8 text; left alone", path.display()));
-            return;
-        }
+    let bytes = match crate::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
+        Ok(bytes) => bytes,
         Err(e) => {
             log::warn(format!("cannot read {} after it changed: {e}", path.display()));
             return;
         }
     };
-    if let Err(e) = reload(path, &text, take).await {
+    let disk = match crate::filetext::decode(&bytes, &crate::filetext::read_options()) {
+        Ok(disk) => disk,
+        Err(why) => {
+            log::info(format!("{} changed on disk but cannot be read here ({}); left alone", path.display(), why.0));
+            return;
+        }
+    };
+    if let Err(e) = reload(path, disk, take).await {
         log::warn(format!("reloading {} failed: {e}", path.display()));
     }
 }
 
+/// Files bigger than this are not reloaded into their buffer by the watcher
+/// (Neovim's `:checktime` still offers to).
+const MAX_RELOAD_BYTES: u64 = 256 * 1024 * 1024;
+
 /// How often a reload is recomputed when the user types meanwhile.
 const RELOAD_ATTEMPTS: usize = 3;
 
-/// Puts `text` (the disk's) into the file's buffer, unless the buffer has
-/// unsaved changes and `take` is false.
-async fn reload(path: &Path, text: &str, take: bool) -> Result<(), String> {
+/// Puts the disk's text and format into the file's buffer, unless the
+/// buffer has unsaved changes and `take` is false.
+async fn reload(path: &Path, disk: DiskText, take: bool) -> Result<(), String> {
     for _ in 0..RELOAD_ATTEMPTS {
         let want = vec![path.to_path_buf()];
         let Some(snapshot) = on_main(move || buffers::loaded_text(want)).await.map_err(|e| e.to_string())?? else {
@@ -180,18 +197,15 @@ async fn reload(path: &Path, text: &str, take: bool) -> Result<(), String> {
             return Ok(());
         }
         let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
-        let current = snapshot.file_text();
-        if current == text {
-            on_main(move || buffers::mark_saved(bufnr, tick)).await.map_err(|e| e.to_string())??;
-            on_main(move || files::report_settled(&p)).await.map_err(|e| e.to_string())?;
-            return Ok(());
-        }
-        let (old_lines, _) = text_to_lines(&current);
-        let (new_lines, final_newline) = text_to_lines(text);
-        let hunks = line_hunks(&old_lines, &new_lines);
-        match on_main(move || buffers::apply(bufnr, tick, hunks, final_newline)).await.map_err(|e| e.to_string())? {
-            Ok(new_tick) => {
-                on_main(move || buffers::mark_saved(bufnr, new_tick)).await.map_err(|e| e.to_string())??;
+        let hunks = snapshot.hunks_to(&disk.lines())?;
+        let unchanged = hunks.is_empty();
+        let d = disk.clone();
+        match on_main(move || buffers::reload(bufnr, tick, hunks, d)).await.map_err(|e| e.to_string())? {
+            Ok(()) if unchanged => {
+                on_main(move || files::report_settled(&p)).await.map_err(|e| e.to_string())?;
+                return Ok(());
+            }
+            Ok(()) => {
                 on_main(move || files::report_reloaded(&p)).await.map_err(|e| e.to_string())?;
                 return Ok(());
             }

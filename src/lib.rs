@@ -11,6 +11,7 @@
 pub mod amp;
 pub mod bridge;
 pub mod editor;
+pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
@@ -85,6 +86,10 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
     t.set("buffer_written", export(lua, |args: Vec<Value>| {
         session::buffer_written(&string_arg("buffer_written", &args, 0)?);
+        Ok(Value::Null)
+    })?)?;
+    t.set("set_read_options", export(lua, |args: Vec<Value>| {
+        filetext::set_read_options(amp::options::read_options("read_options", &arg(&args, 0))?);
         Ok(Value::Null)
     })?)?;
     t.set("take_disk_version", export(lua, |args: Vec<Value>| {

@@ -45,6 +45,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     if let Some(file) = &options.log_file {
         log::init(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
     }
+    crate::filetext::set_read_options(options.read_options.clone());
     let lock_dir = lockfile::lock_dir_from_env()
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
     let listener = bind(&options).map_err(|e| remember(format!("cannot listen on 127.0.0.1: {e}")))?;

@@ -22,6 +22,7 @@ local H = {}
 ---@field server amp.ServerConfig
 ---@field selection { interval_ms: integer }
 ---@field watch { enabled: boolean, debounce_ms: integer }
+---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
@@ -59,6 +60,14 @@ M.defaults = {
     -- Wait this long after the last write to a file before reloading it.
     debounce_ms = 20,
   },
+  edits = {
+    -- Autocommands run when an agent's edit is written with Neovim's :write:
+    -- "post" runs BufWritePost (LSP, gitsigns see the save) but not
+    -- BufWritePre (formatters leave the agent's text alone); "all" or "none".
+    write_autocmds = "post",
+    -- readFile and editFile refuse files (and texts) bigger than this (bytes).
+    max_file_bytes = 32 * 1024 * 1024,
+  },
   openctx = {
     -- Ask OpenCtx providers for annotations, mentions and items.
     enabled = true,
@@ -89,7 +98,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch", "openctx" }) do
+  for _, key in ipairs({ "server", "selection", "watch", "edits", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -148,6 +157,8 @@ function M.validate(config)
     { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
+    { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
+    { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     { "openctx.providers", config.openctx.providers, H.is_provider_map, "a table of provider URI = true|false|{settings}" },
     { "openctx.timeout_ms", config.openctx.timeout_ms, H.is_positive_int, "a positive integer", 1, 600000 },
@@ -237,6 +248,10 @@ end
 
 function H.is_boolean(value)
   return type(value) == "boolean"
+end
+
+function H.is_write_autocmds(value)
+  return value == "all" or value == "post" or value == "none"
 end
 
 function H.is_integer(value)

@@ -172,6 +172,18 @@ function H.native_opts(config, version)
     selection_interval_ms = config.selection.interval_ms,
     watch_files = config.watch.enabled,
     watch_debounce_ms = config.watch.debounce_ms,
+    write_autocmds = config.edits.write_autocmds,
+    max_file_bytes = config.edits.max_file_bytes,
+    read_options = H.read_options(),
+  }
+end
+
+--- How Neovim reads files now: the server reads files no buffer has loaded
+--- the same way (see src/filetext.rs).
+function H.read_options()
+  return {
+    fileformats = vim.o.fileformats,
+    fileencodings = vim.o.fileencodings,
   }
 end
 
@@ -181,6 +193,7 @@ function H.server_part(config)
     server = config.server,
     selection = config.selection,
     watch = config.watch,
+    edits = config.edits,
     log_file = config.log_file,
     log_level = config.log_level,
   })
@@ -233,6 +246,16 @@ function H.create_autocmds()
       local _, err = native.call("set_workspace_folders", { vim.fn.getcwd() })
       if err then
         H.fail("amp: could not update the workspace folders: " .. err, true)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("OptionSet", {
+    group = H.augroup,
+    pattern = { "fileformats", "fileencodings" },
+    desc = "amp: read files no buffer has loaded as Neovim would",
+    callback = function()
+      if native.loaded() then
+        native.call("set_read_options", H.read_options())
       end
     end,
   })

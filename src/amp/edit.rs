@@ -1,17 +1,7 @@
-//! Text arithmetic for `editFile` and `readFile`: byte-range edits, the mapping
-//! between a file's text and Neovim's buffer lines, and the line hunks that
-//! changed (so an edit disturbs as few marks, folds and cursors as possible
-//! and stays one undo step).
-
-/// How a buffer's lines become a file's bytes: Neovim keeps lines without
-/// their end-of-line, and remembers `'fileformat'` and `'endofline'` aside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineFormat {
-    /// `'fileformat'` is `dos`: lines end with `\r\n` on disk.
-    pub crlf: bool,
-    /// The last line ends with an end-of-line on disk.
-    pub final_newline: bool,
-}
+//! Text arithmetic for `editFile` and reloads: byte-range edits and the line
+//! hunks that changed, so an edit disturbs as few marks, folds and cursors as
+//! possible and stays one undo step (`crate::filetext` maps a file's text to
+//! buffer lines).
 
 /// Replaces bytes `start..end` of `old` with `new_text`, refusing offsets that
 /// are out of range or fall inside a UTF-8 character.
@@ -34,36 +24,6 @@ pub fn apply_range(old: &str, start: u64, end: u64, new_text: &str) -> Result<St
     out.push_str(new_text);
     out.push_str(&old[end..]);
     Ok(out)
-}
-
-/// Splits a file's text into buffer lines: on `\n`, dropping a `\r` before it
-/// (the buffer's `'fileformat'` decides how lines are written back, so a file
-/// keeps its own line endings whatever the agent sent).
-pub fn text_to_lines(text: &str) -> (Vec<&str>, bool) {
-    if text.is_empty() {
-        return (Vec::new(), false);
-    }
-    let final_newline = text.ends_with('\n');
-    let body = if final_newline { &text[..text.len() - 1] } else { text };
-    let lines = body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
-    (lines, final_newline)
-}
-
-/// Joins buffer lines into the file's text. No lines means an empty file.
-pub fn lines_to_text<S: AsRef<str>>(lines: &[S], format: LineFormat) -> String {
-    let eol = if format.crlf { "\r\n" } else { "\n" };
-    let total: usize = lines.iter().map(|l| l.as_ref().len() + eol.len()).sum();
-    let mut out = String::with_capacity(total);
-    for (i, line) in lines.iter().enumerate() {
-        if i > 0 {
-            out.push_str(eol);
-        }
-        out.push_str(line.as_ref());
-    }
-    if format.final_newline && !lines.is_empty() {
-        out.push_str(eol);
-    }
-    out
 }
 
 /// A hunk to apply: lines `start..old_end` of the old text become `lines`.
@@ -141,20 +101,4 @@ mod tests {
         assert!(apply_range("hello", 0, 6, "").unwrap_err().contains("past the end"));
         assert!(apply_range("é", 1, 2, "").unwrap_err().contains("inside a multi-byte"));
     }
-
-    #[test]
-    fn lines_roundtrip_with_formats() {
-        for (text, crlf) in [("a\nb\n", false), ("a\nb", false), ("a\r\nb\r\n", true), ("", false), ("\n", false), ("x", false)] {
-            let (lines, final_newline) = text_to_lines(text);
-            assert_eq!(lines_to_text(&lines, LineFormat { crlf, final_newline }), text, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn crlf_input_is_normalised_to_the_file_format() {
-        let (lines, nl) = text_to_lines("a\r\nb\r\n");
-        assert_eq!((lines.clone(), nl), (vec!["a", "b"], true));
-        assert_eq!(lines_to_text(&lines, LineFormat { crlf: false, final_newline: nl }), "a\nb\n");
-    }
-
 }

@@ -25,6 +25,14 @@ pub struct ServerOptions {
     pub plugin_directory: Option<String>,
     pub log_file: Option<String>,
     pub log_level: String,
+    /// Which autocommands an agent's edit runs when it writes the file:
+    /// "all", "post" (not BufWritePre/FileWritePre) or "none".
+    pub write_autocmds: &'static str,
+    /// `readFile` and `editFile` refuse files (and texts) bigger than this.
+    pub max_file_bytes: u64,
+    /// How Neovim would read a file (`'fileformats'`, `'fileencodings'`),
+    /// for files no buffer has loaded.
+    pub read_options: crate::filetext::ReadOptions,
 }
 
 impl Default for ServerOptions {
@@ -46,6 +54,9 @@ impl Default for ServerOptions {
             plugin_directory: None,
             log_file: None,
             log_level: "info".into(),
+            write_autocmds: "post",
+            max_file_bytes: 32 * 1024 * 1024,
+            read_options: crate::filetext::ReadOptions::default(),
         }
     }
 }
@@ -92,6 +103,16 @@ impl ServerOptions {
                 "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
                 "log_file" => o.log_file = Some(string(key, v)?),
                 "log_level" => o.log_level = string(key, v)?,
+                "write_autocmds" => {
+                    o.write_autocmds = match v.as_str() {
+                        Some("all") => "all",
+                        Some("post") => "post",
+                        Some("none") => "none",
+                        _ => return Err(format!("start: {key} must be \"all\", \"post\" or \"none\", got {v}")),
+                    }
+                }
+                "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
+                "read_options" => o.read_options = read_options(key, v)?,
                 // Options of later features pass through untouched.
                 _ => {}
             }
@@ -101,6 +122,14 @@ impl ServerOptions {
         }
         Ok(o)
     }
+}
+
+/// `{ fileformats = "unix,dos", fileencodings = "ucs-bom,..." }`
+pub fn read_options(key: &str, v: &Value) -> Result<crate::filetext::ReadOptions, String> {
+    let field = |name: &str| v.get(name).ok_or_else(|| format!("start: {key}.{name} is missing"));
+    let ffs = string(&format!("{key}.fileformats"), field("fileformats")?)?;
+    let fencs = string(&format!("{key}.fileencodings"), field("fileencodings")?)?;
+    Ok(crate::filetext::ReadOptions::from_option_values(&ffs, &fencs))
 }
 
 fn string(key: &str, v: &Value) -> Result<String, String> {

@@ -1,6 +1,8 @@
 //! The tokio half of each request: decode, resolve paths, do file I/O and
 //! JSON here, and cross to the main thread only to read or change the editor.
 
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::calls::{parse_call, Call, EditSpec};
 use super::connection::note_dialect;
-use super::edit::{apply_range, line_hunks, lines_to_text, text_to_lines, LineFormat};
+use super::edit::apply_range;
 use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
@@ -18,6 +20,7 @@ use crate::bridge::{on_main, BridgeError};
 use crate::editor::buffers::{self, ApplyError};
 use crate::editor::{diagnostics, open};
 use crate::text::byte_to_utf16_col;
+use crate::filetext::split_lines;
 use crate::{fsutil, log};
 
 /// Answers one TEXT frame with the text of the response.
@@ -82,21 +85,70 @@ fn resolve(shared: &Shared, path: &str) -> PathBuf {
     out
 }
 
-/// The path and, if different, its canonical form (buffer names may be either).
-async fn candidates(path: PathBuf) -> Vec<PathBuf> {
-    let canonical = tokio::fs::canonicalize(&path).await.ok();
-    let mut out = vec![path];
-    if let Some(c) = canonical {
-        if c != out[0] {
+/// The path, its canonical form, and the names of loaded buffers that are
+/// the same file (opened through a symlink or another hard link): Neovim
+/// itself knows a buffer by its file's identity, not only by its name.
+async fn candidates(shared: &Shared, path: PathBuf) -> Vec<PathBuf> {
+    let mut out = vec![path.clone()];
+    if let Ok(c) = tokio::fs::canonicalize(&path).await {
+        if c != path {
             out.push(c);
+        }
+    }
+    if let Ok(meta) = tokio::fs::metadata(&path).await {
+        let id = (meta.dev(), meta.ino());
+        for name in shared.loaded_buffer_names() {
+            if out.contains(&name) {
+                continue;
+            }
+            if let Ok(m) = tokio::fs::metadata(&name).await {
+                if (m.dev(), m.ino()) == id {
+                    out.push(name);
+                }
+            }
         }
     }
     out
 }
 
+/// Refuses what is not a regular file before anything opens it: opening a
+/// FIFO blocks until a writer comes, a device can be endless.
+fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return None;
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Some(format!("{} is {what}: only regular files can be read or edited", path.display()))
+}
+
+fn too_big(path: &Path, size: u64, max: u64) -> String {
+    format!(
+        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (server.max_file_bytes)",
+        path.display()
+    )
+}
+
+/// How long reading one file may take before the request gives up.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
-    let paths = candidates(abs.clone()).await;
+    let max = shared.options.max_file_bytes;
+    let meta = tokio::fs::metadata(&abs).await;
+    if let Some(why) = meta.as_ref().ok().and_then(|m| not_a_regular_file(&abs, m)) {
+        return Ok(failure(why));
+    }
+    let paths = candidates(shared, abs.clone()).await;
     // No buffer has it: the disk has the text, no need to wait for the main thread.
     let loaded = if shared.maybe_loaded(&paths) {
         on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?
@@ -104,14 +156,30 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
         Ok(None)
     };
     let content = match loaded {
+        Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
+            return Ok(failure(too_big(&abs, snapshot.joined.len() as u64, max)))
+        }
         Ok(Some(snapshot)) => snapshot.file_text(),
-        Ok(None) => match tokio::fs::read(&abs).await {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(_) => return Ok(failure(format!("{} is not UTF-8 text", abs.display()))),
-            },
-            Err(e) => return Ok(failure(io_message(&abs, &e))),
-        },
+        Ok(None) => {
+            let meta = match meta {
+                Ok(m) => m,
+                Err(e) => return Ok(failure(io_message(&abs, &e))),
+            };
+            if meta.len() > max {
+                return Ok(failure(too_big(&abs, meta.len(), max)));
+            }
+            let read = tokio::time::timeout(READ_TIMEOUT, fsutil::read_regular(abs.clone(), max)).await;
+            let bytes = match read {
+                Ok(Ok(bytes)) => bytes,
+                Ok(Err(e)) => return Ok(failure(io_message(&abs, &e))),
+                Err(_) => return Ok(failure(format!("reading {} took too long", abs.display()))),
+            };
+            let options = crate::filetext::read_options();
+            match crate::filetext::decode(&bytes, &options) {
+                Ok(disk) => disk.written_text(false),
+                Err(why) => return Ok(failure(format!("cannot read {} as text: {}", abs.display(), why.0))),
+            }
+        }
         Err(e) => return Ok(failure(e)),
     };
     Ok(object([("success", Value::Bool(true)), ("content", Value::String(content)), ("encoding", "utf-8".into())]))
@@ -133,26 +201,74 @@ fn io_message(path: &Path, e: &std::io::Error) -> String {
     }
 }
 
+/// Why the file may not be written, as `:w` would refuse it (it has no
+/// write permission bits, or this user may not write it).
+fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let no_write_bits = meta.permissions().mode() & 0o222 == 0;
+    let denied = || {
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
+        // SAFETY: a valid NUL-terminated path; access() only reads it.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) != 0 }
+    };
+    (no_write_bits || denied()).then(|| {
+        format!(
+            "{} is read-only (mode {:o}): the agent may not change it; make it writable (chmod u+w) to allow edits",
+            path.display(),
+            meta.permissions().mode() & 0o7777
+        )
+    })
+}
+
 /// How often an edit is recomputed when the user types between the
 /// snapshot and the change.
 const EDIT_ATTEMPTS: usize = 3;
 
+/// `editFile`: the change goes into the file's buffer (loaded for it if
+/// needed) as one undo step, and Neovim's own `:write` saves it, so the
+/// bytes on disk are the bytes the user's `:w` would write.
 async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
-    match tokio::fs::metadata(&abs).await {
-        Ok(meta) if meta.is_file() => {}
-        Ok(_) => return Ok(failure(format!("{} is not a regular file", abs.display()))),
+    let max = shared.options.max_file_bytes;
+    let meta = match tokio::fs::metadata(&abs).await {
+        Ok(meta) => meta,
         Err(e) => return Ok(failure(io_message(&abs, &e))),
+    };
+    if let Some(why) = not_a_regular_file(&abs, &meta) {
+        return Ok(failure(why));
     }
-    let paths = candidates(abs.clone()).await;
+    if meta.len() > max {
+        return Ok(failure(too_big(&abs, meta.len(), max)));
+    }
+    if let Some(why) = not_writable(&abs, &meta) {
+        return Ok(failure(why));
+    }
+    let paths = candidates(shared, abs.clone()).await;
+    // A write by someone else that the watcher has not taken in yet: take
+    // it in first (or learn that it conflicts with unsaved changes).
+    shared.settle_files(&paths).await;
     for _ in 0..EDIT_ATTEMPTS {
         let want = paths.clone();
         let snapshot = match on_main(move || buffers::text_for_edit(want)).await.map_err(bridge_error)? {
             Ok(s) => s,
             Err(e) => return Ok(failure(e)),
         };
-        let (bufnr, tick, format) = (snapshot.bufnr, snapshot.changedtick, snapshot.format);
-        let current = snapshot.file_text();
+        let (bufnr, tick, format, modified) = (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
+        if !format.is_file {
+            return Ok(failure(format!("{} is open in a buffer that is not a file ('buftype')", abs.display())));
+        }
+        if format.readonly {
+            return Ok(failure(format!(
+                "{} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits",
+                abs.display()
+            )));
+        }
+        if format.conflict {
+            return Ok(failure(format!(
+                "{} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)",
+                abs.display()
+            )));
+        }
+        let current = snapshot.clone().file_text();
         let new_text = match &edit {
             EditSpec::Full(text) => text.clone(),
             EditSpec::Range { start, end, new_text } => match apply_range(&current, *start, *end, new_text) {
@@ -160,34 +276,34 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
                 Err(why) => return Ok(failure(format!("cannot apply the edit to {}: {why}", abs.display()))),
             },
         };
-        let (new_lines, final_newline) = text_to_lines(&new_text);
-        let (old_lines, _) = text_to_lines(&current);
-        let hunks = line_hunks(&old_lines, &new_lines);
-        let changed = !hunks.is_empty() || final_newline != format.final_newline;
-        let applied = on_main(move || buffers::apply(bufnr, tick, hunks, final_newline))
-            .await
-            .map_err(bridge_error)?;
-        let new_tick = match applied {
-            Ok(t) => t,
-            Err(ApplyError::Changed) => continue,
-            Err(ApplyError::Failed(e)) => return Ok(failure(e)),
+        if new_text.len() as u64 > max {
+            return Ok(failure(too_big(&abs, new_text.len() as u64, max)));
+        }
+        let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
+        let hunks = match snapshot.hunks_to(&new_lines) {
+            Ok(h) => h,
+            Err(why) => return Ok(failure(format!("cannot edit {}: {why}", abs.display()))),
         };
-        let format = LineFormat { crlf: format.crlf, final_newline };
-        let file_text = lines_to_text(&new_lines, format);
-        let target = abs.clone();
-        let written = tokio::task::spawn_blocking(move || fsutil::atomic_write(&target, file_text.as_bytes()))
-            .await
-            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("writer task failed: {e}")))?;
-        if let Err(e) = written {
-            // The buffer has the change and stays modified: nothing is lost.
-            return Ok(failure(format!("edited the buffer but could not save {}: {e}", abs.display())));
+        let eol_changed = !new_lines.is_empty() && new_final_eol != format.eol;
+        let changed = !hunks.is_empty() || eol_changed;
+        // When written: the agent's final end-of-line, kept as it is.
+        let final_eol = (!new_lines.is_empty() && (eol_changed || (!new_final_eol && format.fixeol))).then_some(new_final_eol);
+        if !changed && !modified {
+            // Nothing to do: the file stays as it is, byte for byte.
+            return Ok(json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false }));
+        }
+        let autocmds = shared.options.write_autocmds;
+        match on_main(move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds)).await.map_err(bridge_error)? {
+            Ok(()) => {}
+            Err(ApplyError::Changed) => continue,
+            Err(ApplyError::Failed(e)) => {
+                return Ok(failure(format!("could not edit {} (nothing was changed): {e}", abs.display())))
+            }
         }
         // Our own write is not an outside change.
-        shared.note_written(&abs);
-        on_main(move || buffers::mark_saved(bufnr, new_tick))
-            .await
-            .map_err(bridge_error)?
-            .map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
+        for p in &paths {
+            shared.note_written(p);
+        }
         return Ok(json!({
             "success": true,
             "message": format!("Edited {}", abs.display()),
@@ -208,7 +324,7 @@ fn severity_name(severity: u8) -> &'static str {
 
 async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Value, RpcError> {
     let under = match path {
-        Some(p) if !p.is_empty() => Some(candidates(resolve(shared, p)).await),
+        Some(p) if !p.is_empty() => Some(candidates(shared, resolve(shared, p)).await),
         _ => None,
     };
     let raw = on_main(move || diagnostics::collect(under))

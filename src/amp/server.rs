@@ -88,6 +88,12 @@ impl Shared {
         loaded.as_ref().map_or(true, |names| paths.iter().any(|p| names.contains(p)))
     }
 
+    /// The names of the loaded buffers, as last reported (none when not known yet).
+    pub fn loaded_buffer_names(&self) -> Vec<PathBuf> {
+        let loaded = self.loaded_buffers.read().unwrap_or_else(|p| p.into_inner());
+        loaded.as_ref().map(|names| names.iter().cloned().collect()).unwrap_or_default()
+    }
+
     pub fn lockfile_path(&self) -> PathBuf {
         lockfile::path_for(&self.lock_dir, self.port)
     }
@@ -220,6 +226,16 @@ impl Shared {
     pub fn tell_watcher(&self, command: crate::filewatch::WatchCommand) {
         if let Some(tx) = self.file_watch.get() {
             let _ = tx.send(command);
+        }
+    }
+
+    /// Has the watcher take in, now, any outside change to these files it
+    /// has not handled yet; returns when it has (at once when watching is off).
+    pub async fn settle_files(&self, paths: &[PathBuf]) {
+        let (done, settled) = tokio::sync::oneshot::channel();
+        if self.file_watch.get().is_some() {
+            self.tell_watcher(crate::filewatch::WatchCommand::Settle(paths.to_vec(), done));
+            let _ = settled.await;
         }
     }
 

@@ -1,9 +1,11 @@
-//! Reading and writing buffer text for `readFile` and `editFile`.
+//! Reading and writing buffer text for `readFile`, `editFile` and reloads.
 
 use std::path::PathBuf;
 
 use super::{api_err, find_buffer, lua_paths, nvim};
-use crate::amp::edit::{Hunk, LineFormat};
+use crate::amp::edit::Hunk;
+use crate::filetext::DiskText;
+use crate::filetext::{self, LineEnd};
 
 /// A copy of a buffer's text, taken on the main thread and turned into a
 /// file's text on the tokio side.
@@ -16,33 +18,63 @@ pub struct BufferText {
     /// The lines joined with `\n`, without a final end-of-line. Empty for an
     /// empty buffer.
     pub joined: Vec<u8>,
-    /// Number of lines in `joined`; 0 for an empty buffer.
+    /// Number of lines in `joined`; 0 for an empty buffer (which `:w`
+    /// writes as an empty file).
     pub line_count: usize,
-    pub format: LineFormat,
+    pub format: BufferFormat,
+}
+
+/// The options that decide the bytes `:w` writes from a buffer's lines
+/// (the encoding and the BOM are Neovim's business: the text here is UTF-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferFormat {
+    /// `'fileformat'` ("unix" when `'binary'` is set, as Neovim writes it).
+    pub line_end: LineEnd,
+    /// `'endofline'`: the last line ended with an end-of-line when read.
+    pub eol: bool,
+    /// `'fixendofline'` without `'binary'`: `:w` adds a missing final
+    /// end-of-line.
+    pub fixeol: bool,
+    /// `'readonly'`
+    pub readonly: bool,
+    /// `'buftype'` is empty: a buffer for a file, which `:w` writes to it.
+    pub is_file: bool,
+    /// The file changed on disk while the buffer had unsaved changes, and
+    /// the user has not settled it yet (`:Amp diff/take/keep`).
+    pub conflict: bool,
 }
 
 impl BufferText {
-    /// The file's text as it would be written: lines joined with the
-    /// buffer's end-of-line, plus a final one if the buffer has it. (Plain
-    /// data work, done on the tokio side.)
-    pub fn file_text(self) -> String {
-        let eol: &[u8] = if self.format.crlf { b"\r\n" } else { b"\n" };
-        let mut bytes = if self.format.crlf {
-            let mut out = Vec::with_capacity(self.joined.len() + self.line_count + 2);
-            for (i, line) in self.joined.split(|&b| b == b'\n').enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(eol);
-                }
-                out.extend_from_slice(line);
-            }
-            out
-        } else {
-            self.joined
-        };
-        if self.format.final_newline && self.line_count > 0 {
-            bytes.extend_from_slice(eol);
+    /// The buffer's lines (none for an empty buffer); an error when a line
+    /// is not UTF-8 (a file Neovim read without converting it).
+    pub fn lines(&self) -> Result<Vec<&str>, String> {
+        if self.line_count == 0 {
+            return Ok(Vec::new());
         }
-        String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        std::str::from_utf8(&self.joined)
+            .map(|text| text.split('\n').collect())
+            .map_err(|_| "the buffer holds bytes that are not UTF-8 text".to_owned())
+    }
+
+    /// The hunks that turn the buffer's lines into `new`. An empty buffer
+    /// still shows one (empty) line, which the first hunk replaces.
+    pub fn hunks_to(&self, new: &[&str]) -> Result<Vec<Hunk>, String> {
+        if self.line_count == 0 {
+            return Ok(if new.is_empty() {
+                Vec::new()
+            } else {
+                vec![Hunk { start: 0, old_end: 1, lines: new.iter().map(|l| (*l).to_owned()).collect() }]
+            });
+        }
+        Ok(crate::amp::edit::line_hunks(&self.lines()?, new))
+    }
+
+    /// The file's text as the buffer holds it (without the BOM, in UTF-8):
+    /// the lines joined with the file's end-of-line, a final one if the file
+    /// had it. For an unmodified buffer these are the bytes on disk, decoded.
+    /// Plain data work, done on the tokio side.
+    pub fn file_text(self) -> String {
+        filetext::written_text(self.joined, self.line_count == 0, self.format.line_end, self.format.eol)
     }
 }
 
@@ -63,17 +95,27 @@ pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
     snapshot(buf)
 }
 
+type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool);
+
 fn snapshot(buf: i32) -> Result<BufferText, String> {
-    let (size, line_count, changedtick, modified, crlf, eol): (usize, usize, u32, bool, bool, bool) =
+    let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict): SnapshotFields =
         nvim::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
     let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
+    let line_end = if binary { LineEnd::Unix } else { LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix) };
     Ok(BufferText {
         bufnr: buf,
         changedtick,
         modified,
         joined,
         line_count,
-        format: LineFormat { crlf, final_newline: eol },
+        format: BufferFormat {
+            line_end,
+            eol,
+            fixeol: fixeol && !binary,
+            readonly,
+            is_file: buftype.as_bytes().is_empty(),
+            conflict,
+        },
     })
 }
 
@@ -85,9 +127,14 @@ pub enum ApplyError {
     Failed(String),
 }
 
+/// Whether the last line ends with an end-of-line after an edit (`None`:
+/// as before). Without one, `'fixendofline'` is turned off in the buffer,
+/// or `:w` would add the end-of-line the agent's text does not have.
+pub type FinalEol = Option<bool>;
+
 /// Applies `hunks` (ascending, non-overlapping) as one undo step, if the
 /// buffer is still at `expected_tick`. Returns the new changedtick.
-pub fn apply(bufnr: i32, expected_tick: u32, hunks: Vec<Hunk>, final_newline: bool) -> Result<u32, ApplyError> {
+pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol) -> Result<u32, ApplyError> {
     let fail = |e: mlua::Error| ApplyError::Failed(api_err("applying the edit", e));
     if !nvim::helper::<_, bool>("apply_begin", (bufnr, expected_tick, !hunks.is_empty())).map_err(fail)? {
         return Err(ApplyError::Changed);
@@ -97,12 +144,52 @@ pub fn apply(bufnr: i32, expected_tick: u32, hunks: Vec<Hunk>, final_newline: bo
     for hunk in hunks.iter().rev() {
         super::bulk::set_lines(bufnr, hunk.start, hunk.old_end, &hunk.lines).map_err(ApplyError::Failed)?;
     }
-    nvim::helper::<_, u32>("apply_end", (bufnr, final_newline)).map_err(fail)
+    nvim::helper::<_, u32>("apply_end", (bufnr, final_eol)).map_err(fail)
 }
 
-/// After the tokio side wrote the buffer's text to disk: marks the buffer
-/// unmodified if the user has not typed since (`tick`), and makes Neovim
-/// record the file's new timestamp without a "file changed" prompt.
-pub fn mark_saved(bufnr: i32, tick: u32) -> Result<(), String> {
-    nvim::helper::<_, ()>("mark_saved", (bufnr, tick)).map_err(|e| api_err("checktime", e))
+/// Applies an edit and writes the buffer with Neovim's own `:write` (whose
+/// autocommands `autocmds` names: "all", "post" or "none"), in one
+/// main-thread job. When the write fails the edit is undone: nothing is left
+/// half-done, and the error says why (`E45`, `E212`, `E513`, ...).
+pub fn apply_and_write(
+    bufnr: i32,
+    expected_tick: u32,
+    hunks: Vec<Hunk>,
+    final_eol: FinalEol,
+    autocmds: &'static str,
+) -> Result<(), ApplyError> {
+    let changed = !hunks.is_empty();
+    apply(bufnr, expected_tick, &hunks, final_eol)?;
+    let failed: Option<String> =
+        nvim::helper("write", (bufnr, autocmds)).map_err(|e| ApplyError::Failed(api_err("writing the file", e)))?;
+    match failed {
+        None => Ok(()),
+        Some(why) => {
+            // Nothing half-done: the buffer goes back to what it was.
+            if changed {
+                let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
+            }
+            Err(ApplyError::Failed(why))
+        }
+    }
+}
+
+/// After a clean buffer took its file's new text: the file's format as
+/// read, not modified, and Neovim's record of the file up to date (no
+/// prompt at the next `:w`). False when the user typed meanwhile.
+pub fn mark_reloaded(bufnr: i32, tick: u32, disk: &DiskText) -> Result<bool, String> {
+    nvim::helper("mark_reloaded", (bufnr, tick, disk.line_end.name(), disk.bomb, disk.encoding, disk.eol))
+        .map_err(|e| api_err("marking the buffer saved", e))
+}
+
+/// A clean buffer takes its file's new text from disk: `hunks` as one undo
+/// step, then the file's format and Neovim's record of the file, all in one
+/// main-thread job (no user input between them).
+pub fn reload(bufnr: i32, tick: u32, hunks: Vec<Hunk>, disk: DiskText) -> Result<(), ApplyError> {
+    let new_tick = if hunks.is_empty() { tick } else { apply(bufnr, tick, &hunks, None)? };
+    match mark_reloaded(bufnr, new_tick, &disk) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ApplyError::Changed),
+        Err(e) => Err(ApplyError::Failed(e)),
+    }
 }

@@ -115,20 +115,35 @@ function H.find_buffer(names, loaded_only)
   return nil
 end
 
---- Everything Rust needs to turn a buffer into a file's text, but the text
---- itself (read in bulk by src/editor/bulk.rs): its size in bytes, line
---- count (0 for an empty buffer), changedtick, 'modified', 'fileformat' is
---- dos, 'endofline'.
+--- Everything Rust needs to turn a buffer into the text `:w` would write,
+--- but the text itself (read in bulk by src/editor/bulk.rs): its size in
+--- bytes, line count (0 for an empty buffer, which `:w` writes as nothing),
+--- changedtick, 'modified', 'fileformat', 'endofline', 'fixendofline',
+--- 'binary', 'readonly', 'buftype', and whether the file changed on disk
+--- while the buffer had unsaved changes (not settled yet).
 function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
   local size = api.nvim_buf_get_offset(buf, count)
-  local empty = count == 1 and api.nvim_buf_get_offset(buf, 1) == 0
+  if count == 1 and size <= 1 then
+    -- One empty line, or no line at all ("--No lines in buffer--"): only
+    -- line2byte() tells them apart.
+    if api.nvim_buf_call(buf, function()
+      return fn.line2byte(2) == -1
+    end) then
+      count = 0
+    end
+  end
   return size,
-    empty and 0 or count,
+    count,
     api.nvim_buf_get_changedtick(buf),
     buf_option(buf, "modified"),
-    buf_option(buf, "fileformat") == "dos",
-    buf_option(buf, "endofline")
+    buf_option(buf, "fileformat"),
+    buf_option(buf, "endofline"),
+    buf_option(buf, "fixendofline"),
+    buf_option(buf, "binary"),
+    buf_option(buf, "readonly"),
+    buf_option(buf, "buftype"),
+    H.get_var(buf, "amp_disk_conflict") == true
 end
 
 --- The buffer for `name`, loading the file into a listed hidden buffer if
@@ -179,30 +194,138 @@ function H.apply_begin(buf, tick, has_hunks)
 end
 
 --- After an edit's hunks were set (from Rust: src/editor/bulk.rs): the
---- final end-of-line as the agent left it; returns the new changedtick.
-function H.apply_end(buf, final_newline)
-  if buf_option(buf, "endofline") ~= final_newline then
-    vim.bo[buf].endofline = final_newline
-    -- Without this a later :w would add the end-of-line the agent left out.
-    vim.bo[buf].fixendofline = final_newline
+--- final end-of-line as the agent left it (nil: as it was); returns the new
+--- changedtick.
+function H.apply_end(buf, final_eol)
+  if final_eol ~= nil and buf_option(buf, "endofline") ~= final_eol then
+    vim.bo[buf].endofline = final_eol
+  end
+  if final_eol == false and buf_option(buf, "fixendofline") then
+    -- Without this :w would add the end-of-line the agent's text lacks.
+    vim.bo[buf].fixendofline = false
   end
   return api.nvim_buf_get_changedtick(buf)
 end
 
---- After the file was written with the buffer's text: mark the buffer
---- unmodified if the user has not typed since `tick`, and make Neovim record
---- the file's new timestamp without a "file changed" prompt.
----
---- Known limit: Neovim keeps a second timestamp, the one :w compares, which
---- only reading or writing the file updates. Reloading would update it, but
---- a reload is a separate undo step (Neovim syncs undo before it) and wipes
---- extmarks, and letting Neovim write would give up the atomic write; so a
---- :w after an agent's edit still asks once whether to overwrite.
-function H.mark_saved(buf, tick)
-  if not api.nvim_buf_is_valid(buf) then
-    return
+-- Neovim's own way of recording that a buffer matches its file (what :w does
+-- after writing): ml_timestamp() stores the file's timestamp, size and mode
+-- (so neither :checktime nor the next :w asks about a change the buffer
+-- already has), u_unchanged() marks every undo state as differing from the
+-- file (so `u` sets 'modified'). Both are exported by the nvim binary with
+-- the same signatures since Vim; reached through LuaJIT's FFI, and only
+-- where the symbols exist.
+local native_saved = (function()
+  local ok, ffi = pcall(require, "ffi")
+  if not ok or vim.fn.has("nvim-0.10") == 0 then
+    return nil
   end
-  local clean = api.nvim_buf_get_changedtick(buf) == tick
+  ok = pcall(ffi.cdef, [[
+    typedef struct amp_buf_T amp_buf_T;
+    amp_buf_T *buflist_findnr(int nr);
+    void ml_timestamp(amp_buf_T *buf);
+    void u_unchanged(amp_buf_T *buf);
+  ]])
+  if not ok then
+    return nil
+  end
+  local C = ffi.C
+  ok = pcall(function()
+    return C.buflist_findnr and C.ml_timestamp and C.u_unchanged
+  end)
+  if not ok then
+    return nil
+  end
+  return function(buf)
+    local b = C.buflist_findnr(buf)
+    if b ~= nil then
+      C.u_unchanged(b)
+      C.ml_timestamp(b)
+      return true
+    end
+    return false
+  end
+end)()
+
+--- Writes the buffer to its file with Neovim's own :write, so 'bomb',
+--- 'fileformat', 'fileencoding', 'backupcopy' (hard links, symlinks, owner,
+--- mode, xattrs) are kept exactly as the user's :w keeps them. `autocmds`:
+--- "all", "post" (no BufWritePre/FileWritePre: formatters leave the agent's
+--- text alone, while BufWritePost still tells LSP and others) or "none".
+---
+--- The bang: the caller checked 'readonly' and the file's permissions, and
+--- the disk is in step with the buffer; a plain :write could stop at a
+--- "changed since reading it" yes/no prompt, which no agent request may
+--- cause. Returns nil, or the error.
+function H.write(buf, autocmds)
+  local ok, err = pcall(api.nvim_buf_call, buf, function()
+    local saved = { eventignore = vim.o.eventignore, writebackup = vim.o.writebackup, backupskip = vim.o.backupskip }
+    if autocmds == "post" then
+      local ignore = saved.eventignore
+      vim.o.eventignore = (ignore == "" and "" or ignore .. ",") .. "BufWritePre,FileWritePre,BufWriteCmd,FileWriteCmd"
+    end
+    -- Always through a backup (:help backupcopy decides rename or copy), so
+    -- a write that fails half-way never leaves half a file: the same bytes
+    -- as the user's :w, written at least as safely (without this, files
+    -- under /tmp or with 'nowritebackup' are overwritten in place).
+    vim.o.writebackup = true
+    vim.o.backupskip = ""
+    local done, e = pcall(api.nvim_cmd, {
+      cmd = "write",
+      bang = true,
+      mods = { silent = true, noautocmd = autocmds == "none" },
+    }, { output = false })
+    for name, value in pairs(saved) do
+      vim.o[name] = value
+    end
+    if not done then
+      error(e, 0)
+    end
+  end)
+  if ok then
+    return nil
+  end
+  return (tostring(err):gsub("^.-(E%d+:)", "%1"))
+end
+
+--- Takes back the edit just applied (its own undo step) after a failed write.
+function H.undo_edit(buf)
+  pcall(api.nvim_buf_call, buf, function()
+    api.nvim_cmd({ cmd = "undo", mods = { silent = true } }, { output = false })
+  end)
+end
+
+--- After a clean buffer took the text its file now has on disk: the file's
+--- format as read ('fileformat', 'bomb', 'fileencoding', 'endofline'), not
+--- modified, and Neovim's record of the file brought up to date (no prompt
+--- at the next :w, `u` marks the buffer modified).
+function H.mark_reloaded(buf, tick, ff, bomb, fenc, eol)
+  if not api.nvim_buf_is_valid(buf) or api.nvim_buf_get_changedtick(buf) ~= tick then
+    return false
+  end
+  local bo = vim.bo[buf]
+  if bo.fileformat ~= ff then
+    bo.fileformat = ff
+  end
+  if bo.bomb ~= bomb then
+    bo.bomb = bomb
+  end
+  if bo.fileencoding ~= fenc and not (fenc == "utf-8" and bo.fileencoding == "") then
+    bo.fileencoding = fenc
+  end
+  if bo.endofline ~= eol then
+    bo.endofline = eol
+  end
+  if not (native_saved and native_saved(buf)) then
+    H.checktime_quietly(buf)
+  end
+  bo.modified = false
+  return true
+end
+
+--- Without the native calls: make Neovim record the file's new timestamp
+--- without a "file changed" prompt. Known limit: the timestamp :w compares
+--- is only updated by reading or writing, so the next :w asks once.
+function H.checktime_quietly(buf)
   -- :checktime stores the new mtime before it fires FileChangedShell; a
   -- one-shot handler that chooses nothing keeps Neovim from asking about a
   -- write it already has. 'autoread' is off meanwhile: with it Neovim would
@@ -217,19 +340,14 @@ function H.mark_saved(buf, tick)
   pcall(api.nvim_buf_call, buf, function()
     local autoread = api.nvim_get_option_value("autoread", { scope = "local" })
     vim.opt_local.autoread = false
-    vim.cmd("silent! checktime " .. buf)
+    api.nvim_cmd({ cmd = "checktime", args = { tostring(buf) }, mods = { silent = true, emsg_silent = true } }, {})
     if autoread == nil or autoread == -1 then
-      vim.cmd("set autoread<")
+      api.nvim_cmd({ cmd = "set", args = { "autoread<" } }, {})
     else
       vim.opt_local.autoread = autoread
     end
   end)
   pcall(api.nvim_del_autocmd, id)
-  -- Only now: for an unmodified buffer whose file kept its size, :checktime
-  -- compares the whole text with the disk (a full re-read of the file).
-  if clean then
-    vim.bo[buf].modified = false
-  end
 end
 
 --- Every vim.diagnostic entry of buffers named in `prefixes` (a file or a

@@ -367,10 +367,6 @@ def test_neovim_write_is_not_reported(ws):
     wait_event(ed, p, "reloaded")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limit: Neovim's :w compares the timestamp recorded at the last read/write, which "
-    "neither :checktime nor an API edit updates; a reload would (but it is a separate undo step "
-    "and wipes extmarks) - see src/editor/helpers.lua mark_saved"))
 def test_write_after_a_reload_does_not_ask(ws):
     """The agent's text is in the buffer: the user's next `:w` is an ordinary
     write, not a "changed since reading it" prompt."""
@@ -388,10 +384,6 @@ def test_write_after_a_reload_does_not_ask(ws):
     assert not modified(ed)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limit: Neovim's :w compares the timestamp recorded at the last read/write, which "
-    "neither :checktime nor an API edit updates; a reload would (but it is a separate undo step "
-    "and wipes extmarks) - see src/editor/helpers.lua mark_saved"))
 def test_write_after_edit_file_does_not_ask(ws):
     ed = ws.ed
     p = ws.open("edit-then-write.txt", BASE)
