@@ -243,10 +243,14 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
         return Ok(failure(why));
     }
     let paths = candidates(shared, abs.clone()).await;
-    // A write by someone else that the watcher has not taken in yet: take
-    // it in first (or learn that it conflicts with unsaved changes).
-    shared.settle_files(&paths).await;
     for _ in 0..EDIT_ATTEMPTS {
+        // A write by someone else that the watcher has not taken in yet: take
+        // it in first (or learn that it conflicts with unsaved changes).
+        shared.settle_files(&paths).await;
+        let stamp = match tokio::fs::metadata(&abs).await {
+            Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
+            Err(e) => return Ok(failure(io_message(&abs, &e))),
+        };
         let want = paths.clone();
         let snapshot = match on_main(move || buffers::text_for_edit(want)).await.map_err(bridge_error)? {
             Ok(s) => s,
@@ -284,16 +288,26 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Ok(h) => h,
             Err(why) => return Ok(failure(format!("cannot edit {}: {why}", abs.display()))),
         };
-        let eol_changed = !new_lines.is_empty() && new_final_eol != format.eol;
-        let changed = !hunks.is_empty() || eol_changed;
-        // When written: the agent's final end-of-line, kept as it is.
-        let final_eol = (!new_lines.is_empty() && (eol_changed || (!new_final_eol && format.fixeol))).then_some(new_final_eol);
+        if format.latin1 {
+            let bad: String = hunks.iter().flat_map(|h| h.lines.iter()).flat_map(|l| l.chars()).filter(|&c| c > '\u{ff}').take(8).collect();
+            if !bad.is_empty() {
+                return Ok(failure(format!(
+                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
+                    abs.display()
+                )));
+            }
+        }
+        // The final end-of-line changes only when the agent's text changes
+        // it; otherwise :w treats it as it treats the user's own writes.
+        let final_eol = (!new_lines.is_empty() && new_final_eol != format.eol).then_some(new_final_eol);
+        let changed = !hunks.is_empty() || final_eol.is_some();
         if !changed && !modified {
             // Nothing to do: the file stays as it is, byte for byte.
             return Ok(json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false }));
         }
         let autocmds = shared.options.write_autocmds;
-        match on_main(move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds)).await.map_err(bridge_error)? {
+        let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp);
+        match on_main(write).await.map_err(bridge_error)? {
             Ok(()) => {}
             Err(ApplyError::Changed) => continue,
             Err(ApplyError::Failed(e)) => {

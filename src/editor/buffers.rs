@@ -42,6 +42,9 @@ pub struct BufferFormat {
     /// The file changed on disk while the buffer had unsaved changes, and
     /// the user has not settled it yet (`:Amp diff/take/keep`).
     pub conflict: bool,
+    /// `'fileencoding'` is Latin-1, where `:w` silently writes a character
+    /// it cannot encode as `¿`.
+    pub latin1: bool,
 }
 
 impl BufferText {
@@ -95,10 +98,10 @@ pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
     snapshot(buf)
 }
 
-type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool);
+type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String);
 
 fn snapshot(buf: i32) -> Result<BufferText, String> {
-    let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict): SnapshotFields =
+    let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc): SnapshotFields =
         nvim::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
     let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
     let line_end = if binary { LineEnd::Unix } else { LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix) };
@@ -115,6 +118,7 @@ fn snapshot(buf: i32) -> Result<BufferText, String> {
             readonly,
             is_file: buftype.as_bytes().is_empty(),
             conflict,
+            latin1: matches!(&*fenc.as_bytes(), b"latin1" | b"iso-8859-1" | b"latin-1" | b"iso8859-1"),
         },
     })
 }
@@ -128,9 +132,13 @@ pub enum ApplyError {
 }
 
 /// Whether the last line ends with an end-of-line after an edit (`None`:
-/// as before). Without one, `'fixendofline'` is turned off in the buffer,
-/// or `:w` would add the end-of-line the agent's text does not have.
+/// as before, and `:w` adds it if `'fixendofline'` says so). `Some(false)`
+/// turns `'fixendofline'` off in the buffer: the agent took it away.
 pub type FinalEol = Option<bool>;
+
+/// A file's version as the tokio side last saw it: mtime seconds and
+/// nanoseconds, size, inode.
+pub type FileStamp = (i64, i64, u64, u64);
 
 /// Applies `hunks` (ascending, non-overlapping) as one undo step, if the
 /// buffer is still at `expected_tick`. Returns the new changedtick.
@@ -149,28 +157,31 @@ pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol
 
 /// Applies an edit and writes the buffer with Neovim's own `:write` (whose
 /// autocommands `autocmds` names: "all", "post" or "none"), in one
-/// main-thread job. When the write fails the edit is undone: nothing is left
-/// half-done, and the error says why (`E45`, `E212`, `E513`, ...).
+/// main-thread job, if the file is still at `stamp`. When the write fails
+/// the edit is undone: nothing is left half-done, and the error says why
+/// (`E45`, `E212`, `E513`, ...).
 pub fn apply_and_write(
     bufnr: i32,
     expected_tick: u32,
     hunks: Vec<Hunk>,
     final_eol: FinalEol,
     autocmds: &'static str,
+    stamp: FileStamp,
 ) -> Result<(), ApplyError> {
     let changed = !hunks.is_empty();
     apply(bufnr, expected_tick, &hunks, final_eol)?;
-    let failed: Option<String> =
-        nvim::helper("write", (bufnr, autocmds)).map_err(|e| ApplyError::Failed(api_err("writing the file", e)))?;
-    match failed {
-        None => Ok(()),
-        Some(why) => {
-            // Nothing half-done: the buffer goes back to what it was.
-            if changed {
-                let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
-            }
-            Err(ApplyError::Failed(why))
-        }
+    let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
+    let failed: Option<String> = nvim::helper("write", (bufnr, autocmds, stamp))
+        .map_err(|e| ApplyError::Failed(api_err("writing the file", e)))?;
+    let Some(why) = failed else { return Ok(()) };
+    // Nothing half-done: the buffer goes back to what it was.
+    if changed {
+        let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
+    }
+    if why == "changed" {
+        Err(ApplyError::Changed)
+    } else {
+        Err(ApplyError::Failed(why))
     }
 }
 

@@ -119,8 +119,8 @@ end
 --- but the text itself (read in bulk by src/editor/bulk.rs): its size in
 --- bytes, line count (0 for an empty buffer, which `:w` writes as nothing),
 --- changedtick, 'modified', 'fileformat', 'endofline', 'fixendofline',
---- 'binary', 'readonly', 'buftype', and whether the file changed on disk
---- while the buffer had unsaved changes (not settled yet).
+--- 'binary', 'readonly', 'buftype', whether the file changed on disk
+--- while the buffer had unsaved changes (not settled yet), 'fileencoding'.
 function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
   local size = api.nvim_buf_get_offset(buf, count)
@@ -143,7 +143,8 @@ function H.snapshot(buf)
     buf_option(buf, "binary"),
     buf_option(buf, "readonly"),
     buf_option(buf, "buftype"),
-    H.get_var(buf, "amp_disk_conflict") == true
+    H.get_var(buf, "amp_disk_conflict") == true,
+    buf_option(buf, "fileencoding")
 end
 
 --- The buffer for `name`, loading the file into a listed hidden buffer if
@@ -197,11 +198,11 @@ end
 --- final end-of-line as the agent left it (nil: as it was); returns the new
 --- changedtick.
 function H.apply_end(buf, final_eol)
-  if final_eol ~= nil and buf_option(buf, "endofline") ~= final_eol then
-    vim.bo[buf].endofline = final_eol
-  end
-  if final_eol == false and buf_option(buf, "fixendofline") then
-    -- Without this :w would add the end-of-line the agent's text lacks.
+  if final_eol == true then
+    vim.bo[buf].endofline = true
+  elseif final_eol == false then
+    vim.bo[buf].endofline = false
+    -- The agent took the end-of-line away: without this :w would add it back.
     vim.bo[buf].fixendofline = false
   end
   return api.nvim_buf_get_changedtick(buf)
@@ -213,10 +214,10 @@ end
 -- already has), u_unchanged() marks every undo state as differing from the
 -- file (so `u` sets 'modified'). Both are exported by the nvim binary with
 -- the same signatures since Vim; reached through LuaJIT's FFI, and only
--- where the symbols exist.
-local native_saved = (function()
+-- where the symbols exist (nil otherwise).
+local native = (function()
   local ok, ffi = pcall(require, "ffi")
-  if not ok or vim.fn.has("nvim-0.10") == 0 then
+  if not ok or fn.has("nvim-0.10") == 0 then
     return nil
   end
   ok = pcall(ffi.cdef, [[
@@ -235,28 +236,55 @@ local native_saved = (function()
   if not ok then
     return nil
   end
-  return function(buf)
-    local b = C.buflist_findnr(buf)
-    if b ~= nil then
-      C.u_unchanged(b)
-      C.ml_timestamp(b)
+  local function with_buf(f)
+    return function(buf)
+      local b = C.buflist_findnr(buf)
+      if b == nil then
+        return false
+      end
+      f(b)
       return true
     end
-    return false
   end
+  return {
+    timestamp = with_buf(C.ml_timestamp),
+    saved = with_buf(function(b)
+      C.u_unchanged(b)
+      C.ml_timestamp(b)
+    end),
+  }
 end)()
 
+--- Whether the file of `buf` is still the one the server last saw
+--- (`stamp`: mtime seconds, nanoseconds, size, inode).
+local function same_file(buf, stamp)
+  local st = vim.uv.fs_stat(api.nvim_buf_get_name(buf))
+  return st ~= nil
+    and st.mtime.sec == stamp[1]
+    and st.mtime.nsec == stamp[2]
+    and st.size == stamp[3]
+    and st.ino == stamp[4]
+end
+
 --- Writes the buffer to its file with Neovim's own :write, so 'bomb',
---- 'fileformat', 'fileencoding', 'backupcopy' (hard links, symlinks, owner,
---- mode, xattrs) are kept exactly as the user's :w keeps them. `autocmds`:
---- "all", "post" (no BufWritePre/FileWritePre: formatters leave the agent's
---- text alone, while BufWritePost still tells LSP and others) or "none".
+--- 'fileformat', 'fileencoding' (E513 rather than a lossy conversion),
+--- 'backupcopy' (hard links, symlinks, owner, mode, xattrs) and 'readonly'
+--- are Neovim's business, exactly as for the user's :w. `autocmds`: "all",
+--- "post" (no BufWritePre/FileWritePre: formatters leave the agent's text
+--- alone, while BufWritePost still tells LSP and others) or "none".
 ---
---- The bang: the caller checked 'readonly' and the file's permissions, and
---- the disk is in step with the buffer; a plain :write could stop at a
---- "changed since reading it" yes/no prompt, which no agent request may
---- cause. Returns nil, or the error.
-function H.write(buf, autocmds)
+--- :write asks "changed since reading it (y/n)?" when the file's timestamp
+--- is not the one Neovim recorded, and no agent request may stop the editor
+--- at a prompt. So the file must still be the one the server settled
+--- (`stamp`, else "changed": the caller settles and retries), and that is
+--- recorded first. Without the native calls :write! is used; the caller
+--- checked 'readonly' and the permissions. Returns nil, "changed" or the
+--- error.
+function H.write(buf, autocmds, stamp)
+  if not same_file(buf, stamp) then
+    return "changed"
+  end
+  local bang = not (native and native.timestamp(buf))
   local ok, err = pcall(api.nvim_buf_call, buf, function()
     local saved = { eventignore = vim.o.eventignore, writebackup = vim.o.writebackup, backupskip = vim.o.backupskip }
     if autocmds == "post" then
@@ -271,7 +299,7 @@ function H.write(buf, autocmds)
     vim.o.backupskip = ""
     local done, e = pcall(api.nvim_cmd, {
       cmd = "write",
-      bang = true,
+      bang = bang,
       mods = { silent = true, noautocmd = autocmds == "none" },
     }, { output = false })
     for name, value in pairs(saved) do
@@ -281,10 +309,16 @@ function H.write(buf, autocmds)
       error(e, 0)
     end
   end)
-  if ok then
-    return nil
+  if not ok then
+    return (tostring(err):gsub("^.-(E%d+:)", "%1"))
   end
-  return (tostring(err):gsub("^.-(E%d+:)", "%1"))
+  -- 'fixendofline' ended the last line on disk: so does the buffer's text
+  -- now (readFile answers what the file holds).
+  local bo = vim.bo[buf]
+  if bo.fixendofline and not bo.binary and not bo.endofline then
+    bo.endofline = true
+  end
+  return nil
 end
 
 --- Takes back the edit just applied (its own undo step) after a failed write.
@@ -315,7 +349,7 @@ function H.mark_reloaded(buf, tick, ff, bomb, fenc, eol)
   if bo.endofline ~= eol then
     bo.endofline = eol
   end
-  if not (native_saved and native_saved(buf)) then
+  if not (native and native.saved(buf)) then
     H.checktime_quietly(buf)
   end
   bo.modified = false

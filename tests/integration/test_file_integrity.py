@@ -1,0 +1,329 @@
+"""Agents' reads and edits keep every file exactly as Neovim itself would.
+
+The reference is Neovim: for each file, the bytes an agent's `editFile` leaves
+on disk are compared with the bytes Neovim's own `:edit`, the same change and
+`:write` leave on a copy of that file, in the same Neovim with the same
+options; `readFile` must answer the same text for a file whether a buffer
+has it loaded or not. Test names list the case they check.
+"""
+
+import os
+import shutil
+import stat
+import time
+
+import pytest
+
+from filewatch_helpers import Workspace, agent_write, install_probes, wait_event
+
+
+@pytest.fixture
+def ed(nvim_factory, env_factory):
+    editor = nvim_factory(_env=env_factory("integrity ✓"))
+    install_probes(editor)
+    return editor
+
+
+@pytest.fixture
+def c(ed):
+    return ed.connect()
+
+
+def make(ed, rel, data: bytes):
+    p = ed.env.workspace / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    return p
+
+
+def read(c, p):
+    r = c.call("readFile", {"path": str(p)})
+    assert r.get("success") is True, r
+    return r["content"]
+
+
+def edit(c, p, **params):
+    return c.call("editFile", {"path": str(p), **params})
+
+
+def open_in_nvim(ed, p):
+    """`:edit {p}` as a user would (through nvim_cmd: no string building)."""
+    ed.nvim.api.cmd({"cmd": "edit", "args": [str(p)]}, {})
+    return ed.nvim.current.buffer.number
+
+
+def neovim_reference(ed, src, change):
+    """What Neovim itself writes: a copy of ``src`` opened with :edit,
+    ``change(buf)`` applied through the API, then :write."""
+    ref = src.with_name("ref-" + src.name)
+    shutil.copyfile(src, ref)
+    buf = open_in_nvim(ed, ref)
+    change(buf)
+    ed.nvim.api.cmd({"cmd": "write", "mods": {"silent": True}}, {})
+    ed.nvim.api.cmd({"cmd": "bwipeout", "args": [str(buf)]}, {})
+    data = ref.read_bytes()
+    ref.unlink()
+    return data
+
+
+def wait_watched(ed):
+    """Returns once the file watcher follows every buffer loaded so far."""
+    Workspace(ed).sync()
+
+
+def option(ed, p, name):
+    return ed.lua("local b = ... ; return vim.bo[b][select(2, ...)]", ed.bufnr(p), name)
+
+
+def modified(ed, p):
+    return option(ed, p, "modified")
+
+
+# Files that real projects have; each starts with an ASCII letter so a range
+# edit of the first character is the same change for every encoding.
+SAMPLES = {
+    "utf8_bom_crlf": b"\xef\xbb\xbfclass A\r\n  x = 1\r\n",
+    "utf8_bom_lf": b"\xef\xbb\xbfclass A\n  x = 1\n",
+    "crlf": b"alpha\r\nbeta\r\n",
+    "mixed_crlf_lf": b"alpha\r\nbeta\ngamma\r\n",
+    "cr_at_end_of_file": b"alpha\nbeta\r",
+    "crlf_no_final_newline": b"alpha\r\nbeta",
+    "no_final_newline": b"alpha\nbeta",
+    "nul_bytes": b"a\x00b\nc\x00\n",
+    "very_long_line": b"x" * 300_000 + b"\nshort\n",
+    "latin1": b"caf\xe9\nna\xefve\n",
+    "utf16le_bom": b"\xff\xfe" + "hi there\r\nsecond\r\n".encode("utf-16le"),
+    "lone_cr_lines": b"a\rb\rc\n",
+}
+
+
+def first_char_changed(ed, buf):
+    line = ed.nvim.api.buf_get_lines(buf, 0, 1, False)[0]
+    ed.nvim.api.buf_set_lines(buf, 0, 1, False, ["Z" + line[1:]])
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_range_edit_writes_what_neovims_own_write_writes(ed, c, name):
+    """BOM, CRLF, mixed endings, CR at EOF, no final newline, NUL bytes, long
+    lines, Latin-1, UTF-16: a range edit of the first character."""
+    data = SAMPLES[name]
+    p = make(ed, f"{name}.txt", data)
+    expected = neovim_reference(ed, p, lambda buf: first_char_changed(ed, buf))
+    text = read(c, p)
+    assert not text.startswith("\ufeff"), "the BOM is not part of the text"
+    r = edit(c, p, start=0, end=1, newText="Z")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == expected, (name, p.read_bytes()[:80], expected[:80])
+    # readFile now answers what the file holds (as for the same bytes unloaded).
+    twin = make(ed, f"twin-{name}.txt", expected)
+    assert read(c, p) == read(c, twin)
+    assert read(c, p).startswith("Z" + text[1:].split("\n")[0])
+    assert modified(ed, p) is False
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["unloaded", "loaded"])
+@pytest.mark.parametrize("name", sorted(SAMPLES) + ["empty"])
+def test_full_content_equal_to_read_file_is_a_byte_for_byte_noop(ed, c, name, loaded):
+    data = SAMPLES.get(name, b"")
+    p = make(ed, f"noop-{name}.txt", data)
+    mtime = os.stat(p).st_mtime_ns
+    if loaded:
+        open_in_nvim(ed, p)
+    text = read(c, p)
+    r = edit(c, p, fullContent=text)
+    assert r.get("success") is True, r
+    assert r.get("appliedChanges") is False, r
+    assert p.read_bytes() == data
+    assert os.stat(p).st_mtime_ns == mtime, "nothing to change: nothing written"
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES) + ["empty"])
+def test_read_file_answers_the_same_loaded_or_not(ed, c, name):
+    p = make(ed, f"same-{name}.txt", SAMPLES.get(name, b""))
+    unloaded = read(c, p)
+    open_in_nvim(ed, p)
+    assert read(c, p) == unloaded
+
+
+def test_empty_file_reads_empty_and_gains_no_newline(ed, c):
+    p = make(ed, "empty.txt", b"")
+    assert read(c, p) == ""
+    open_in_nvim(ed, p)
+    assert read(c, p) == "", "a loaded empty file is not one newline"
+    r = edit(c, p, fullContent="")
+    assert r.get("success") is True and r.get("appliedChanges") is False, r
+    assert p.read_bytes() == b""
+    r = edit(c, p, fullContent="first\n")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == b"first\n"
+    r = edit(c, p, fullContent="")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == b"", "emptied by the agent: an empty file, as :w writes it"
+
+
+def test_fileformats_unix_keeps_a_crlf_files_other_lines(ed, c):
+    """With 'fileformats' unix a CRLF file is read with CRs in its lines:
+    a one-line edit changes that line only."""
+    ed.nvim.api.set_option_value("fileformats", "unix", {})
+    p = make(ed, "ffs-unix.txt", b"one\r\ntwo\r\nthree\r\n")
+    text = read(c, p)
+    assert text == "one\r\ntwo\r\nthree\r\n"
+    r = edit(c, p, fullContent=text.replace("two", "TWO"))
+    assert r.get("success") is True, r
+    assert p.read_bytes() == b"one\r\nTWO\r\nthree\r\n"
+
+
+def test_latin1_buffer_is_written_in_latin1_or_refused(ed, c):
+    p = make(ed, "latin.txt", b"caf\xe9\n")
+    open_in_nvim(ed, p)
+    assert option(ed, p, "fileencoding") == "latin1"
+    assert read(c, p) == "café\n"
+    r = edit(c, p, fullContent="café crème\n")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == b"caf\xe9 cr\xe8me\n", "edited in the file's own encoding"
+    # "€" has no Latin-1 byte: refused, nothing changed, never transcoded.
+    r = edit(c, p, fullContent="5 €\n")
+    assert r.get("success") is False, r
+    assert "Latin-1" in r["message"] and "€" in r["message"], r
+    assert p.read_bytes() == b"caf\xe9 cr\xe8me\n"
+    assert ed.buf_lines(p) == ["café crème"]
+    assert modified(ed, p) is False
+
+
+def test_readonly_buffer_is_refused_with_how_to_allow_it(ed, c):
+    p = make(ed, "ro.txt", b"keep\n")
+    open_in_nvim(ed, p)
+    ed.nvim.api.set_option_value("readonly", True, {"buf": ed.bufnr(p)})
+    r = edit(c, p, fullContent="changed\n")
+    assert r.get("success") is False, r
+    assert "readonly" in r["message"] and "noreadonly" in r["message"], r
+    assert p.read_bytes() == b"keep\n"
+    assert ed.buf_lines(p) == ["keep"]
+
+
+def test_file_without_write_permission_is_refused(ed, c):
+    """0444 (even as root, where :e sets 'readonly' for such a file)."""
+    p = make(ed, "mode444.txt", b"keep\n")
+    os.chmod(p, 0o444)
+    r = edit(c, p, fullContent="changed\n")
+    assert r.get("success") is False, r
+    assert "read-only" in r["message"] and "chmod" in r["message"], r
+    assert p.read_bytes() == b"keep\n"
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o444
+
+
+def test_hard_link_is_kept_and_unsaved_work_stays_with_its_file(ed, c):
+    a = make(ed, "link-a.txt", b"one\ntwo\n")
+    b = a.with_name("link-b.txt")
+    os.link(a, b)
+    ino = os.stat(a).st_ino
+    # The other name is open with unsaved changes.
+    open_in_nvim(ed, b)
+    ed.nvim.current.buffer[0] = "ONE (unsaved)"
+    assert read(c, a) == "ONE (unsaved)\ntwo\n", "the same file: the unsaved text is its text"
+    r = edit(c, a, start=0, end=3, newText="1")
+    assert r.get("success") is True, r
+    assert os.stat(a).st_ino == ino and os.stat(b).st_ino == ino, "the link is kept"
+    assert os.stat(a).st_nlink == 2
+    assert a.read_bytes() == b.read_bytes() == b"1 (unsaved)\ntwo\n"
+    assert modified(ed, b) is False
+    assert ed.bufnr(a) == -1, "no second buffer for the same file"
+
+
+def test_symlink_is_written_through_and_read_with_unsaved_text(ed, c):
+    target = make(ed, "real.txt", b"one\ntwo\n")
+    link = target.with_name("alias.txt")
+    link.symlink_to(target.name)
+    open_in_nvim(ed, link)
+    ed.nvim.current.buffer[1] = "TWO (unsaved)"
+    assert read(c, target) == "one\nTWO (unsaved)\n", "the target's path finds the link's buffer"
+    r = edit(c, target, start=0, end=3, newText="1")
+    assert r.get("success") is True, r
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert target.read_bytes() == b"1\nTWO (unsaved)\n"
+
+
+def test_owner_mode_and_xattrs_are_kept(ed, c):
+    p = make(ed, "owned.txt", b"one\n")
+    os.chmod(p, 0o640)
+    if os.geteuid() == 0:
+        os.chown(p, 65534, 65534)
+    try:
+        os.setxattr(p, "user.amp-test", b"kept")
+        has_xattr = True
+    except OSError:
+        has_xattr = False
+    before = os.stat(p)
+    r = edit(c, p, fullContent="two\n")
+    assert r.get("success") is True, r
+    after = os.stat(p)
+    assert p.read_bytes() == b"two\n"
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+    assert stat.S_IMODE(after.st_mode) == 0o640
+    if has_xattr:
+        assert os.getxattr(p, "user.amp-test") == b"kept"
+
+
+def test_u_of_an_agent_edit_marks_the_buffer_modified_and_redo_unmodified(ed, c):
+    p = make(ed, "undo.txt", b"one\ntwo\n")
+    open_in_nvim(ed, p)
+    r = edit(c, p, fullContent="one\nTWO\n")
+    assert r.get("success") is True, r
+    assert modified(ed, p) is False
+    ed.nvim.command("undo")
+    assert ed.buf_lines(p) == ["one", "two"]
+    assert modified(ed, p) is True, "the buffer differs from the disk after `u`"
+    ed.nvim.command("redo")
+    assert modified(ed, p) is False, "back at the text on disk"
+
+
+def test_u_of_a_reload_marks_the_buffer_modified(ed):
+    p = make(ed, "undo-reload.txt", b"one\ntwo\n")
+    open_in_nvim(ed, p)
+    wait_watched(ed)
+    agent_write(p, "one\nTWO\n")
+    wait_event(ed, p, "reloaded")
+    ed.nvim.command("undo")
+    assert ed.buf_lines(p) == ["one", "two"]
+    assert modified(ed, p) is True
+    ed.nvim.command("redo")
+    assert modified(ed, p) is False
+
+
+@pytest.mark.parametrize("old,new", [
+    (b"one\ntwo\n", b"\xef\xbb\xbfone\r\nTWO\r\n"),
+    (b"\xef\xbb\xbfone\r\ntwo\r\n", b"one\nTWO\n"),
+    (b"one\ntwo\n", b"caf\xe9\nTWO\n"),
+    (b"one\ntwo\n", b"one\nTWO"),
+], ids=["gains_bom_and_crlf", "loses_bom_and_crlf", "becomes_latin1", "loses_final_newline"])
+def test_after_a_reload_the_next_write_is_the_disk_plus_the_users_edit(ed, old, new):
+    """The watcher's reload takes the file's new BOM, endings and encoding:
+    the user's next :w writes what Neovim's own :e of the new file plus the
+    same edit would."""
+    p = make(ed, "rewritten.txt", old)
+    open_in_nvim(ed, p)
+    wait_watched(ed)
+    tmp = p.with_name(".rewritten.tmp")
+    tmp.write_bytes(new)
+    os.replace(tmp, p)
+    wait_event(ed, p, "reloaded")
+    expected = neovim_reference(ed, p, lambda buf: ed.nvim.api.buf_set_lines(buf, 1, 2, False, ["user"]))
+    buf = ed.bufnr(p)
+    ed.nvim.api.buf_set_lines(buf, 1, 2, False, ["user"])
+    ed.nvim.api.cmd({"cmd": "buffer", "args": [str(buf)]}, {})
+    ed.nvim.api.cmd({"cmd": "write", "mods": {"silent": True}}, {})
+    assert p.read_bytes() == expected
+
+
+def test_disk_conflict_refuses_the_edit_and_keeps_both_texts(ed, c):
+    p = make(ed, "conflict.txt", b"one\n")
+    open_in_nvim(ed, p)
+    wait_watched(ed)
+    ed.nvim.current.buffer[0] = "mine (unsaved)"
+    agent_write(p, "theirs\n")
+    wait_event(ed, p, "conflict")
+    r = edit(c, p, fullContent="agent\n")
+    assert r.get("success") is False, r
+    assert ":Amp diff" in r["message"], r
+    assert p.read_bytes() == b"theirs\n"
+    assert ed.buf_lines(p) == ["mine (unsaved)"]
