@@ -12,15 +12,6 @@ const NEW_FILE_MODE: u32 = 0o644;
 /// Symlink hops followed before giving up (matches Linux's MAXSYMLINKS).
 const MAX_LINK_HOPS: usize = 40;
 
-/// Replaces the contents of `path` atomically, keeping its mode (0o644 if new).
-///
-/// A symlink is followed (even a dangling one) and its final target is replaced, so
-/// the link itself survives. Data goes to a temp file in the target's directory
-/// (`.<name>.amp-<pid>-<hex>.tmp`, O_EXCL), is fsynced, gets exactly the original mode
-/// regardless of umask, and is renamed over the target; the directory is then fsynced
-/// (best effort, since the new content is already in place). On any error before the
-/// rename the temp file is removed and the original is untouched. Ownership is not
-/// copied: the file ends up owned by the writing user.
 /// Reads a regular file of at most `max` bytes, off the async workers.
 /// Opened without blocking and checked on the open descriptor, so a FIFO or
 /// device put in the file's place after a `stat` is refused, not waited on.
@@ -42,6 +33,15 @@ pub async fn read_regular(path: PathBuf, max: u64) -> io::Result<Vec<u8>> {
     .map_err(|e| io::Error::other(format!("reader task failed: {e}")))?
 }
 
+/// Replaces the contents of `path` atomically, keeping its mode (0o644 if new).
+///
+/// A symlink is followed (even a dangling one) and its final target is replaced, so
+/// the link itself survives. Data goes to a temp file in the target's directory
+/// (`.<name>.amp-<pid>-<hex>.tmp`, O_EXCL), is fsynced, gets exactly the original mode
+/// regardless of umask, and is renamed over the target; the directory is then fsynced
+/// (best effort, since the new content is already in place). On any error before the
+/// rename the temp file is removed and the original is untouched. Ownership is not
+/// copied: the file ends up owned by the writing user.
 pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
     let target = resolve_symlinks(path)?;
     let mode = match fs::metadata(&target) {
@@ -58,17 +58,8 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// On any error before the rename the temp file is removed and `target`
 /// is untouched. Also used for lockfiles (mode 0600).
 pub fn replace_with_mode(target: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
-    let name = target.file_name().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no file name in {}", target.display()),
-        )
-    })?;
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let (mut file, tmp) = create_temp(dir, &name.to_string_lossy(), mode)?;
+    let (name, dir) = name_and_dir(target)?;
+    let (mut file, tmp) = create_temp(dir, &name, mode)?;
     let result = (|| {
         file.write_all(contents)?;
         file.sync_all()?;
@@ -83,8 +74,126 @@ pub fn replace_with_mode(target: &Path, contents: &[u8], mode: u32) -> io::Resul
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
-    remove_orphaned_temps(dir, &name.to_string_lossy());
+    remove_orphaned_temps(dir, &name);
     Ok(())
+}
+
+/// A temp file beside `target` for a replace that Neovim's `:write` fills:
+/// reserved with O_EXCL (mode 0600), closed, named so that a crash leaves
+/// it recognisable (see `remove_orphaned_temps`).
+pub fn reserve_temp(target: &Path) -> io::Result<PathBuf> {
+    let (name, dir) = name_and_dir(target)?;
+    create_temp(dir, &name, 0o600).map(|(_, tmp)| tmp)
+}
+
+fn name_and_dir(target: &Path) -> io::Result<(String, &Path)> {
+    let name = target.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", target.display()))
+    })?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((name.to_string_lossy().into_owned(), dir))
+}
+
+/// Whether replacing `path` by renaming a new file over it keeps everything
+/// that makes it the same file, as Neovim's `'backupcopy'` "auto" decides:
+/// not when it is a symlink or has other hard links, is owned by another
+/// user or group, or its directory may not be written.
+pub fn rename_keeps_identity(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::symlink_metadata(path) else { return false };
+    if !meta.file_type().is_file() || meta.nlink() > 1 {
+        return false;
+    }
+    // SAFETY: plain getters without arguments.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if meta.uid() != uid || meta.gid() != gid {
+        return false;
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let Ok(dir) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a valid NUL-terminated path; access() only reads it.
+    unsafe { libc::access(dir.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Puts `tmp` (the new content, already written) in place of `target`: the
+/// target's mode and extended attributes (ACLs included) are copied, `tmp`
+/// is fsynced when `durable`, then renamed over `target`. On failure `tmp`
+/// is removed and `target` is untouched.
+pub fn finish_replace(tmp: &Path, target: &Path, durable: bool) -> io::Result<()> {
+    let result = (|| {
+        let meta = fs::metadata(target)?;
+        fs::set_permissions(tmp, Permissions::from_mode(meta.permissions().mode() & 0o7777))?;
+        copy_xattrs(target, tmp);
+        if durable {
+            File::open(tmp)?.sync_all()?;
+        }
+        fs::rename(tmp, target)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(tmp);
+        return Err(e);
+    }
+    if let Ok((name, dir)) = name_and_dir(target) {
+        if durable {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        remove_orphaned_temps(dir, &name);
+    }
+    Ok(())
+}
+
+/// Copies the extended attributes of `from` to `to`, best effort (as
+/// Neovim's `:write` does when it renames: a label the user may not set is
+/// left out).
+#[cfg(target_os = "linux")]
+fn copy_xattrs(from: &Path, to: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let (Ok(from), Ok(to)) =
+        (std::ffi::CString::new(from.as_os_str().as_bytes()), std::ffi::CString::new(to.as_os_str().as_bytes()))
+    else {
+        return;
+    };
+    // SAFETY: valid NUL-terminated paths and buffers of the sizes passed.
+    unsafe {
+        let size = libc::listxattr(from.as_ptr(), std::ptr::null_mut(), 0);
+        if size <= 0 {
+            return;
+        }
+        let mut names = vec![0u8; size as usize];
+        let size = libc::listxattr(from.as_ptr(), names.as_mut_ptr().cast(), names.len());
+        if size <= 0 {
+            return;
+        }
+        for name in names[..size as usize].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let Ok(name) = std::ffi::CString::new(name) else { continue };
+            let len = libc::getxattr(from.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0);
+            if len < 0 {
+                continue;
+            }
+            let mut value = vec![0u8; len as usize];
+            let len = libc::getxattr(from.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), value.len());
+            if len >= 0 {
+                libc::setxattr(to.as_ptr(), name.as_ptr(), value.as_ptr().cast(), len as usize, 0);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn copy_xattrs(_from: &Path, _to: &Path) {}
+
+/// Removes the temp files that writers killed mid-save left beside `target`
+/// (see `remove_orphaned_temps`); best effort.
+pub fn remove_orphaned_temps_of(target: &Path) {
+    if let Ok((name, dir)) = name_and_dir(target) {
+        remove_orphaned_temps(dir, &name);
+    }
 }
 
 /// Removes temp files of earlier writes to `name` in `dir` whose writer
@@ -171,9 +280,54 @@ fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(File, PathBuf)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, MetadataExt};
 
     use crate::testutil::{dead_pid, in_child, mode, TempDir};
+
+    #[test]
+    fn finish_replace_keeps_mode_and_xattrs_and_removes_the_temp() {
+        let dir = TempDir::new("finish");
+        let target = dir.0.join("f");
+        fs::write(&target, b"old").unwrap();
+        fs::set_permissions(&target, Permissions::from_mode(0o640)).unwrap();
+        let xattr = std::ffi::CString::new("user.amp-test").unwrap();
+        let path = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid NUL-terminated strings and a 4-byte value.
+        let has_xattr = unsafe { libc::setxattr(path.as_ptr(), xattr.as_ptr(), b"kept".as_ptr().cast(), 4, 0) } == 0;
+        let tmp = reserve_temp(&target).unwrap();
+        assert!(tmp.file_name().unwrap().to_string_lossy().starts_with(".f.amp-"));
+        fs::write(&tmp, b"new").unwrap();
+        let before = fs::metadata(&target).unwrap().ino();
+        finish_replace(&tmp, &target, true).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        assert_eq!(mode(&target), 0o640);
+        assert_ne!(fs::metadata(&target).unwrap().ino(), before, "renamed into place");
+        assert!(!tmp.exists());
+        if has_xattr {
+            let mut value = [0u8; 8];
+            // SAFETY: as above, with a buffer of the size passed.
+            let len = unsafe { libc::getxattr(path.as_ptr(), xattr.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+            assert_eq!(&value[..len.max(0) as usize], b"kept");
+        }
+    }
+
+    #[test]
+    fn renaming_keeps_identity_only_for_a_plain_file_of_ours() {
+        let dir = TempDir::new("identity");
+        let plain = dir.0.join("plain");
+        fs::write(&plain, b"x").unwrap();
+        assert!(rename_keeps_identity(&plain));
+        let linked = dir.0.join("linked");
+        fs::hard_link(&plain, &linked).unwrap();
+        assert!(!rename_keeps_identity(&plain), "a hard link would be broken");
+        let single = dir.0.join("single");
+        fs::write(&single, b"x").unwrap();
+        let alias = dir.0.join("alias");
+        symlink(&single, &alias).unwrap();
+        assert!(!rename_keeps_identity(&alias), "a symlink would be replaced by a file");
+        assert!(rename_keeps_identity(&single));
+        assert!(!rename_keeps_identity(&dir.0.join("missing")));
+    }
 
     #[test]
     fn a_write_removes_temp_files_of_dead_writers_to_the_same_file() {

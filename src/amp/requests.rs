@@ -17,7 +17,7 @@ use super::protocol::{decode_request, encode_error, encode_response, RpcError, I
 use super::server::Shared;
 use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 use crate::bridge::{on_main, BridgeError};
-use crate::editor::buffers::{self, ApplyError};
+use crate::editor::buffers::{self, ApplyError, WritePlan};
 use crate::editor::{diagnostics, open};
 use crate::text::byte_to_utf16_col;
 use crate::filetext::split_lines;
@@ -219,6 +219,25 @@ fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     })
 }
 
+/// Renamed into place when that keeps the file's identity (readers then see
+/// the old or the new file, never a mix); written in place otherwise, as
+/// Neovim's `'backupcopy'` "auto" decides.
+async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let target = std::fs::canonicalize(&path)?;
+        if path != target && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Ok(WritePlan::InPlace);
+        }
+        if !fsutil::rename_keeps_identity(&target) {
+            return Ok(WritePlan::InPlace);
+        }
+        Ok(WritePlan::Rename { tmp: fsutil::reserve_temp(&target)?, target })
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
 /// How often an edit is recomputed when the user types between the
 /// snapshot and the change.
 const EDIT_ATTEMPTS: usize = 3;
@@ -243,6 +262,9 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
         return Ok(failure(why));
     }
     let paths = candidates(shared, abs.clone()).await;
+    // What a Neovim killed mid-save left beside the file goes, written or not.
+    let beside = abs.clone();
+    let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
     for _ in 0..EDIT_ATTEMPTS {
         // A write by someone else that the watcher has not taken in yet: take
         // it in first (or learn that it conflicts with unsaved changes).
@@ -306,7 +328,11 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             return Ok(json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false }));
         }
         let autocmds = shared.options.write_autocmds;
-        let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp);
+        let plan = match write_plan(&abs).await {
+            Ok(plan) => plan,
+            Err(e) => return Ok(failure(format!("cannot write beside {}: {e}", abs.display()))),
+        };
+        let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp, plan);
         match on_main(write).await.map_err(bridge_error)? {
             Ok(()) => {}
             Err(ApplyError::Changed) => continue,

@@ -155,6 +155,16 @@ pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol
     nvim::helper::<_, u32>("apply_end", (bufnr, final_eol)).map_err(fail)
 }
 
+/// Where an agent's write goes.
+#[derive(Debug, Clone)]
+pub enum WritePlan {
+    /// Neovim's `:write` fills this temp file, which is then renamed over
+    /// `target`: readers see the old or the new file, never a mix.
+    Rename { tmp: PathBuf, target: PathBuf },
+    /// `:write` writes the file itself (hard links, symlinks, another owner).
+    InPlace,
+}
+
 /// Applies an edit and writes the buffer with Neovim's own `:write` (whose
 /// autocommands `autocmds` names: "all", "post" or "none"), in one
 /// main-thread job, if the file is still at `stamp`. When the write fails
@@ -167,21 +177,47 @@ pub fn apply_and_write(
     final_eol: FinalEol,
     autocmds: &'static str,
     stamp: FileStamp,
+    plan: WritePlan,
 ) -> Result<(), ApplyError> {
     let changed = !hunks.is_empty();
-    apply(bufnr, expected_tick, &hunks, final_eol)?;
-    let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    let failed: Option<String> = nvim::helper("write", (bufnr, autocmds, stamp))
-        .map_err(|e| ApplyError::Failed(api_err("writing the file", e)))?;
-    let Some(why) = failed else { return Ok(()) };
-    // Nothing half-done: the buffer goes back to what it was.
-    if changed {
-        let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
+    let tmp = match &plan {
+        WritePlan::Rename { tmp, .. } => Some(tmp.clone()),
+        WritePlan::InPlace => None,
+    };
+    let written = apply(bufnr, expected_tick, &hunks, final_eol).and_then(|_| {
+        let result = write(bufnr, autocmds, stamp, &plan);
+        if result.is_err() && changed {
+            // Nothing half-done: the buffer goes back to what it was.
+            let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
+        }
+        result
+    });
+    if let Some(tmp) = tmp {
+        let _ = std::fs::remove_file(tmp); // renamed away, or a leftover
     }
-    if why == "changed" {
-        Err(ApplyError::Changed)
-    } else {
-        Err(ApplyError::Failed(why))
+    written
+}
+
+fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan) -> Result<(), ApplyError> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| ApplyError::Failed(api_err(what, e));
+    let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
+    let tmp_name = match plan {
+        WritePlan::Rename { tmp, .. } => Some(super::lua_path(tmp).map_err(|e| failed("the temp file", &e))?),
+        WritePlan::InPlace => None,
+    };
+    let outcome: Option<String> =
+        nvim::helper("write", (bufnr, autocmds, stamp, tmp_name)).map_err(|e| failed("writing the file", &e))?;
+    match (outcome.as_deref(), plan) {
+        (None, _) => Ok(()),
+        (Some("tmp"), WritePlan::Rename { tmp, target }) => {
+            // Durable only if the user asks Neovim's own writes to be ('fsync').
+            let durable: bool = nvim::helper("global_option", "fsync").unwrap_or(false);
+            crate::fsutil::finish_replace(tmp, target, durable)
+                .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))?;
+            nvim::helper::<_, ()>("mark_written", (bufnr, autocmds)).map_err(|e| failed("marking the buffer written", &e))
+        }
+        (Some("changed"), _) => Err(ApplyError::Changed),
+        (Some(why), _) => Err(ApplyError::Failed(why.to_owned())),
     }
 }
 

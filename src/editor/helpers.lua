@@ -266,42 +266,21 @@ local function same_file(buf, stamp)
     and st.ino == stamp[4]
 end
 
---- Writes the buffer to its file with Neovim's own :write, so 'bomb',
---- 'fileformat', 'fileencoding' (E513 rather than a lossy conversion),
---- 'backupcopy' (hard links, symlinks, owner, mode, xattrs) and 'readonly'
---- are Neovim's business, exactly as for the user's :w. `autocmds`: "all",
---- "post" (no BufWritePre/FileWritePre: formatters leave the agent's text
---- alone, while BufWritePost still tells LSP and others) or "none".
----
---- :write asks "changed since reading it (y/n)?" when the file's timestamp
---- is not the one Neovim recorded, and no agent request may stop the editor
---- at a prompt. So the file must still be the one the server settled
---- (`stamp`, else "changed": the caller settles and retries), and that is
---- recorded first. Without the native calls :write! is used; the caller
---- checked 'readonly' and the permissions. Returns nil, "changed" or the
---- error.
-function H.write(buf, autocmds, stamp)
-  if not same_file(buf, stamp) then
-    return "changed"
-  end
-  local bang = not (native and native.timestamp(buf))
+--- Runs a :write `command` in `buf`. `backup`: through a backup file
+--- (:help backupcopy decides rename or copy), so a write that fails half-way
+--- never leaves half a file (without this, files under /tmp or with
+--- 'nowritebackup' are overwritten in place); off for a scratch file.
+--- `skip_pre`: BufWritePre and FileWritePre do not run. Returns nil or the error.
+local function run_write(buf, command, backup, skip_pre)
   local ok, err = pcall(api.nvim_buf_call, buf, function()
     local saved = { eventignore = vim.o.eventignore, writebackup = vim.o.writebackup, backupskip = vim.o.backupskip }
-    if autocmds == "post" then
+    if skip_pre then
       local ignore = saved.eventignore
       vim.o.eventignore = (ignore == "" and "" or ignore .. ",") .. "BufWritePre,FileWritePre,BufWriteCmd,FileWriteCmd"
     end
-    -- Always through a backup (:help backupcopy decides rename or copy), so
-    -- a write that fails half-way never leaves half a file: the same bytes
-    -- as the user's :w, written at least as safely (without this, files
-    -- under /tmp or with 'nowritebackup' are overwritten in place).
-    vim.o.writebackup = true
+    vim.o.writebackup = backup
     vim.o.backupskip = ""
-    local done, e = pcall(api.nvim_cmd, {
-      cmd = "write",
-      bang = bang,
-      mods = { silent = true, noautocmd = autocmds == "none" },
-    }, { output = false })
+    local done, e = pcall(api.nvim_cmd, command, { output = false })
     for name, value in pairs(saved) do
       vim.o[name] = value
     end
@@ -312,13 +291,74 @@ function H.write(buf, autocmds, stamp)
   if not ok then
     return (tostring(err):gsub("^.-(E%d+:)", "%1"))
   end
-  -- 'fixendofline' ended the last line on disk: so does the buffer's text
-  -- now (readFile answers what the file holds).
+end
+
+-- 'fixendofline' ended the last line on disk: so does the buffer's text now
+-- (readFile answers what the file holds).
+local function eol_as_written(buf)
   local bo = vim.bo[buf]
   if bo.fixendofline and not bo.binary and not bo.endofline then
     bo.endofline = true
   end
+end
+
+--- Writes an agent's edit with Neovim's own :write, so 'bomb',
+--- 'fileformat', 'fileencoding', 'endofline'/'fixendofline' and 'readonly'
+--- are Neovim's business, exactly as for the user's :w. `autocmds`: "all",
+--- "post" (no BufWritePre/FileWritePre: formatters leave the agent's text
+--- alone, while BufWritePost still tells LSP and others) or "none".
+---
+--- With `tmp` (the caller found that a rename keeps the file's identity,
+--- as 'backupcopy' "auto" would) the bytes go to that temp file and the
+--- caller renames it over the file, so readers see the old or the new file,
+--- never a mix, and then calls mark_written(). Otherwise :write writes the
+--- file itself ('backupcopy' keeps hard links, symlinks, owner, xattrs).
+---
+--- :write asks "changed since reading it (y/n)?" when the file's timestamp
+--- is not the one Neovim recorded, and no agent request may stop the editor
+--- at a prompt. So the file must still be the one the server settled
+--- (`stamp`, else "changed": the caller settles and retries), and that is
+--- recorded first. Without the native calls :write! is used; the caller
+--- checked 'readonly' and the permissions. Returns nil (written), "tmp"
+--- (the temp file holds the text), "changed" or the error.
+function H.write(buf, autocmds, stamp, tmp)
+  if not same_file(buf, stamp) then
+    return "changed"
+  end
+  if tmp and native then
+    if autocmds == "all" then
+      api.nvim_exec_autocmds("BufWritePre", { buffer = buf, modeline = false })
+    end
+    return run_write(buf, {
+      cmd = "write",
+      args = { tmp },
+      bang = true,
+      mods = { silent = true, keepalt = true, noautocmd = true },
+    }, false, false) or "tmp"
+  end
+  local bang = not (native and native.timestamp(buf))
+  local err = run_write(buf, {
+    cmd = "write",
+    bang = bang,
+    mods = { silent = true, noautocmd = autocmds == "none" },
+  }, true, autocmds == "post")
+  if err then
+    return err
+  end
+  eol_as_written(buf)
   return nil
+end
+
+--- After the temp file of H.write was renamed over the buffer's file: what
+--- :write does after writing (not modified, the file's timestamp recorded,
+--- every undo state marked as differing from the file) and BufWritePost.
+function H.mark_written(buf, autocmds)
+  vim.bo[buf].modified = false
+  native.saved(buf)
+  eol_as_written(buf)
+  if autocmds ~= "none" then
+    pcall(api.nvim_exec_autocmds, "BufWritePost", { buffer = buf, modeline = false })
+  end
 end
 
 --- Takes back the edit just applied (its own undo step) after a failed write.
@@ -530,6 +570,10 @@ end
 --- A path relative to the current directory or home, for messages.
 function H.short_name(path)
   return fn.fnamemodify(path, ":~:.")
+end
+
+function H.global_option(name)
+  return vim.go[name]
 end
 
 function H.get_var(buf, name)
