@@ -232,7 +232,7 @@ async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
         if !fsutil::rename_keeps_identity(&target) {
             return Ok(WritePlan::InPlace);
         }
-        Ok(WritePlan::Rename { tmp: fsutil::reserve_temp(&target)?, target })
+        Ok(WritePlan::Rename { target })
     })
     .await
     .map_err(std::io::Error::other)?

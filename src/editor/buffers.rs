@@ -158,9 +158,9 @@ pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol
 /// Where an agent's write goes.
 #[derive(Debug, Clone)]
 pub enum WritePlan {
-    /// Neovim's `:write` fills this temp file, which is then renamed over
-    /// `target`: readers see the old or the new file, never a mix.
-    Rename { tmp: PathBuf, target: PathBuf },
+    /// Neovim's `:write` fills a temp file beside `target`, which is then
+    /// renamed over it: readers see the old or the new file, never a mix.
+    Rename { target: PathBuf },
     /// `:write` writes the file itself (hard links, symlinks, another owner).
     InPlace,
 }
@@ -180,45 +180,48 @@ pub fn apply_and_write(
     plan: WritePlan,
 ) -> Result<(), ApplyError> {
     let changed = !hunks.is_empty();
-    let tmp = match &plan {
-        WritePlan::Rename { tmp, .. } => Some(tmp.clone()),
-        WritePlan::InPlace => None,
-    };
-    let written = apply(bufnr, expected_tick, &hunks, final_eol).and_then(|_| {
-        let result = write(bufnr, autocmds, stamp, &plan);
-        if result.is_err() && changed {
-            // Nothing half-done: the buffer goes back to what it was.
-            let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
-        }
-        result
-    });
-    if let Some(tmp) = tmp {
-        let _ = std::fs::remove_file(tmp); // renamed away, or a leftover
+    apply(bufnr, expected_tick, &hunks, final_eol)?;
+    let result = write(bufnr, autocmds, stamp, &plan);
+    if result.is_err() && changed {
+        // Nothing half-done: the buffer goes back to what it was.
+        let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
     }
-    written
+    result
 }
 
 fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan) -> Result<(), ApplyError> {
     let failed = |what: &str, e: &dyn std::fmt::Display| ApplyError::Failed(api_err(what, e));
     let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    let tmp_name = match plan {
-        WritePlan::Rename { tmp, .. } => Some(super::lua_path(tmp).map_err(|e| failed("the temp file", &e))?),
-        WritePlan::InPlace => None,
+    let WritePlan::Rename { target } = plan else {
+        let outcome: Option<String> =
+            nvim::helper("write", (bufnr, autocmds, stamp)).map_err(|e| failed("writing the file", &e))?;
+        return match outcome.as_deref() {
+            None => Ok(()),
+            Some("changed") => Err(ApplyError::Changed),
+            Some(why) => Err(ApplyError::Failed(why.to_owned())),
+        };
     };
-    let outcome: Option<String> =
-        nvim::helper("write", (bufnr, autocmds, stamp, tmp_name)).map_err(|e| failed("writing the file", &e))?;
-    match (outcome.as_deref(), plan) {
-        (None, _) => Ok(()),
-        (Some("tmp"), WritePlan::Rename { tmp, target }) => {
+    let tmp = crate::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
+    let outcome: mlua::Result<Option<String>> = super::lua_path(&tmp)
+        .and_then(|name| nvim::helper("write", (bufnr, autocmds, stamp, name)));
+    let result = match outcome {
+        Err(e) => Err(failed("writing the file", &e)),
+        Ok(Some(s)) if s == "tmp" => {
             // Durable only if the user asks Neovim's own writes to be ('fsync').
             let durable: bool = nvim::helper("global_option", "fsync").unwrap_or(false);
-            crate::fsutil::finish_replace(tmp, target, durable)
-                .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))?;
-            nvim::helper::<_, ()>("mark_written", (bufnr, autocmds)).map_err(|e| failed("marking the buffer written", &e))
+            crate::fsutil::finish_replace(&tmp, target, durable)
+                .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))
+                .and_then(|()| {
+                    nvim::helper::<_, ()>("mark_written", (bufnr, autocmds))
+                        .map_err(|e| failed("marking the buffer written", &e))
+                })
         }
-        (Some("changed"), _) => Err(ApplyError::Changed),
-        (Some(why), _) => Err(ApplyError::Failed(why.to_owned())),
-    }
+        Ok(None) => Ok(()), // written in place after all (no native calls)
+        Ok(Some(s)) if s == "changed" => Err(ApplyError::Changed),
+        Ok(Some(why)) => Err(ApplyError::Failed(why)),
+    };
+    let _ = std::fs::remove_file(&tmp); // renamed away, or a leftover
+    result
 }
 
 /// After a clean buffer took its file's new text: the file's format as

@@ -9,7 +9,9 @@ has it loaded or not. Test names list the case they check.
 
 import os
 import shutil
+import socket
 import stat
+import subprocess
 import time
 
 import pytest
@@ -327,3 +329,95 @@ def test_disk_conflict_refuses_the_edit_and_keeps_both_texts(ed, c):
     assert ":Amp diff" in r["message"], r
     assert p.read_bytes() == b"theirs\n"
     assert ed.buf_lines(p) == ["mine (unsaved)"]
+
+
+def test_writable_file_in_an_unwritable_directory_is_written_in_place(ed, c):
+    """As :w does (no temp file or backup can go beside it); the directory is
+    made immutable, which even root cannot add entries to."""
+    d = ed.env.workspace / "locked dir"
+    p = make(ed, "locked dir/f.txt", b"one\n")
+    ino = os.stat(p).st_ino
+    if subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root on ext2/3/4)")
+    try:
+        assert not os.access(d, os.W_OK)
+        r = edit(c, p, fullContent="two\n")
+        assert r.get("success") is True, r
+        assert p.read_bytes() == b"two\n"
+        assert os.stat(p).st_ino == ino, "written in place"
+        assert sorted(os.listdir(d)) == ["f.txt"]
+    finally:
+        subprocess.run(["chattr", "-i", str(d)], check=True)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_special_files_are_refused_at_once(ed, c, kind):
+    """FIFOs, sockets and devices: refused before anything opens them (a FIFO
+    would block, /dev/zero never ends)."""
+    if kind == "fifo":
+        p = ed.env.workspace / "pipe"
+        os.mkfifo(p)
+    elif kind == "socket":
+        p = ed.env.workspace / "sock"
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(p))
+    else:
+        p = "/dev/zero"
+    for method, params in [("readFile", {}), ("editFile", {"fullContent": "x"})]:
+        t0 = time.monotonic()
+        r = c.call(method, {"path": str(p), **params}, timeout=5)
+        assert time.monotonic() - t0 < 2
+        assert r.get("success") is False, r
+        assert "only regular files" in r["message"], r
+    assert ed.lua("return 1 + 1") == 2
+
+
+def test_files_over_the_size_limit_are_refused_with_the_limit_named(nvim_factory, env_factory):
+    ed = nvim_factory(_env=env_factory("limits"), edits={"max_file_bytes": 1000})
+    c = ed.connect()
+    big = make(ed, "big.txt", b"x" * 1001)
+    for r in [c.call("readFile", {"path": str(big)}),
+              c.call("editFile", {"path": str(big), "fullContent": "small\n"})]:
+        assert r.get("success") is False, r
+        assert "max_file_bytes" in r["message"] and "1000" in r["message"], r
+    small = make(ed, "small.txt", b"x\n")
+    r = c.call("editFile", {"path": str(small), "fullContent": "y" * 2000})
+    assert r.get("success") is False and "max_file_bytes" in r["message"], r
+    assert small.read_bytes() == b"x\n"
+    # a loaded buffer over the limit is not read either
+    open_in_nvim(ed, small)
+    ed.nvim.current.buffer[:] = ["z" * 2000]
+    r = c.call("readFile", {"path": str(small)})
+    assert r.get("success") is False and "max_file_bytes" in r["message"], r
+
+
+FORMATTER = """
+vim.g.amp_test_events = {}
+vim.api.nvim_create_autocmd("BufWritePre", { callback = function(ev)
+  local events = vim.g.amp_test_events
+  table.insert(events, "pre")
+  vim.g.amp_test_events = events
+  vim.api.nvim_buf_set_lines(ev.buf, 0, 1, false, { "formatted" })
+end })
+vim.api.nvim_create_autocmd("BufWritePost", { pattern = "*.txt", callback = function()
+  local events = vim.g.amp_test_events
+  table.insert(events, "post")
+  vim.g.amp_test_events = events
+end })
+"""
+
+
+@pytest.mark.parametrize("mode,pre,post", [("post", False, True), ("all", True, True), ("none", False, False)])
+def test_write_autocmds_option(nvim_factory, env_factory, mode, pre, post):
+    """edits.write_autocmds: "post" (default) runs BufWritePost (matched by the
+    file's own name) but no formatter; "all" both; "none" neither."""
+    ed = nvim_factory(_env=env_factory(f"autocmds-{mode}"), edits={"write_autocmds": mode})
+    ed.lua(FORMATTER)
+    c = ed.connect()
+    p = make(ed, "hooked.txt", b"one\ntwo\n")
+    r = c.call("editFile", {"path": str(p), "fullContent": "one\nTWO\n"})
+    assert r.get("success") is True, r
+    events = ed.lua("return vim.g.amp_test_events")
+    assert ("pre" in events) is pre, events
+    assert ("post" in events) is post, events
+    assert p.read_bytes() == (b"formatted\nTWO\n" if pre else b"one\nTWO\n")
