@@ -943,6 +943,41 @@ def bench_big_requests(ed: Editor, res: Results, reps: int) -> None:
                     f"{ms(wall)} (median of {reps})", "(no target)", None)
             res.add(f"4. editFile, same ({label}): main-thread CPU",
                     f"{ms(cpu)} (thread clock); {ms(tick)} (/proc ticks)", "(no target)", None)
+
+        # 4b. the same few-lines edit where the bytes on disk need care: a CRLF
+        # file with a BOM (renamed into place), and a file with a second hard
+        # link (written in place by :write, through a backup)
+        for label, bom, eol, link in (("CRLF + BOM", b"\xef\xbb\xbf", "\r\n", False),
+                                      ("hard link, in place", b"", "\n", True)):
+            h = ed.workspace / ("crlf.txt" if not link else "linked.txt")
+            h.write_bytes(bom + text0.replace("\n", eol).encode("utf-8"))
+            if link:
+                os.link(h, h.with_name("linked-2.txt"))
+            ed.edit(h)
+            walls, cpus = [], []
+            for r in range(reps):
+                mod = list(base_lines)
+                for k in range(5):
+                    j = (k * lines // 5 + 7 * r + 3) % lines
+                    mod[j] = mod[j][:20] + f" edited {r}-{k} " + mod[j][35:]
+                new = eol.join(mod)
+                frame = RawClient.frame(json.dumps(
+                    {"clientRequest": {"id": f"x{label[0]}{r}", "editFile": {"path": str(h), "fullContent": new}}},
+                    ensure_ascii=False).encode("utf-8"))
+                c0 = ed.thread_cpu_ns()
+                t0, t1, raw = client.request(frame)
+                c1 = ed.thread_cpu_ns()
+                got = json.loads(raw)["serverResponse"].get("editFile") or {}
+                if not got.get("success"):
+                    raise RuntimeError(f"editFile ({label}) failed: {str(got)[:300]}")
+                walls.append(t1 - t0)
+                cpus.append((c1 - c0 - overhead) / 1e9)
+                time.sleep(0.1)
+            if h.read_bytes() != bom + new.encode("utf-8"):
+                raise RuntimeError(f"editFile ({label}): the file on disk does not hold the new bytes")
+            res.add(f"4b. editFile, 20 MiB, a few lines changed ({label}): wall / main-thread CPU",
+                    f"{ms(statistics.median(walls))} / {ms(statistics.median(cpus))} (median of {reps})",
+                    "(no target)", None)
     finally:
         client.close()
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{api_err, find_buffer, lua_paths, nvim};
+use super::{api_err, file_record, find_buffer, lua_paths, nvim};
 use crate::amp::edit::Hunk;
 use crate::filetext::DiskText;
 use crate::filetext::{self, LineEnd};
@@ -191,45 +191,60 @@ pub fn apply_and_write(
 
 fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan) -> Result<(), ApplyError> {
     let failed = |what: &str, e: &dyn std::fmt::Display| ApplyError::Failed(api_err(what, e));
+    // `:write` asks "changed since reading it (y/n)?" when the file is not
+    // the one Neovim recorded, and no agent request may stop the editor at a
+    // prompt: the file must still be the one the server settled (else the
+    // caller settles and retries), and that is what Neovim then records.
     let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    let WritePlan::Rename { target } = plan else {
-        let outcome: Option<String> =
-            nvim::helper("write", (bufnr, autocmds, stamp)).map_err(|e| failed("writing the file", &e))?;
-        return match outcome.as_deref() {
-            None => Ok(()),
-            Some("changed") => Err(ApplyError::Changed),
-            Some(why) => Err(ApplyError::Failed(why.to_owned())),
-        };
+    if !nvim::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| failed("checking the file", &e))? {
+        return Err(ApplyError::Changed);
+    }
+    let error = |outcome: Option<String>| outcome.map_or(Ok(()), |why| Err(ApplyError::Failed(why)));
+    let target = match plan {
+        WritePlan::Rename { target } if file_record::available() => target,
+        _ => {
+            // Without the record, :write! (the caller checked 'readonly' and
+            // the permissions).
+            let bang = !file_record::record_timestamp(bufnr);
+            let outcome: Option<String> = nvim::helper("write", (bufnr, autocmds, mlua::Value::Nil, bang))
+                .map_err(|e| failed("writing the file", &e))?;
+            return error(outcome);
+        }
     };
     let tmp = crate::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
-    let outcome: mlua::Result<Option<String>> = super::lua_path(&tmp)
-        .and_then(|name| nvim::helper("write", (bufnr, autocmds, stamp, name)));
-    let result = match outcome {
-        Err(e) => Err(failed("writing the file", &e)),
-        Ok(Some(s)) if s == "tmp" => {
+    let result = super::lua_path(&tmp)
+        .and_then(|name| nvim::helper::<_, Option<String>>("write", (bufnr, autocmds, name, true)))
+        .map_err(|e| failed("writing the file", &e))
+        .and_then(error)
+        .and_then(|()| {
             // Durable only if the user asks Neovim's own writes to be ('fsync').
             let durable: bool = nvim::helper("global_option", "fsync").unwrap_or(false);
             crate::fsutil::finish_replace(&tmp, target, durable)
                 .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))
-                .and_then(|()| {
-                    nvim::helper::<_, ()>("mark_written", (bufnr, autocmds))
-                        .map_err(|e| failed("marking the buffer written", &e))
-                })
-        }
-        Ok(None) => Ok(()), // written in place after all (no native calls)
-        Ok(Some(s)) if s == "changed" => Err(ApplyError::Changed),
-        Ok(Some(why)) => Err(ApplyError::Failed(why)),
-    };
+        })
+        .and_then(|()| {
+            file_record::record_saved(bufnr);
+            nvim::helper::<_, ()>("mark_written", (bufnr, autocmds)).map_err(|e| failed("marking the buffer written", &e))
+        });
     let _ = std::fs::remove_file(&tmp); // renamed away, or a leftover
     result
 }
 
 /// After a clean buffer took its file's new text: the file's format as
 /// read, not modified, and Neovim's record of the file up to date (no
-/// prompt at the next `:w`). False when the user typed meanwhile.
+/// prompt at the next `:w`, `u` marks the buffer modified). False when the
+/// user typed meanwhile.
 pub fn mark_reloaded(bufnr: i32, tick: u32, disk: &DiskText) -> Result<bool, String> {
-    nvim::helper("mark_reloaded", (bufnr, tick, disk.line_end.name(), disk.bomb, disk.encoding, disk.eol))
-        .map_err(|e| api_err("marking the buffer saved", e))
+    let err = |e: mlua::Error| api_err("marking the buffer saved", e);
+    let format = (bufnr, tick, disk.line_end.name(), disk.bomb, disk.encoding, disk.eol);
+    if !nvim::helper::<_, bool>("set_file_format", format).map_err(err)? {
+        return Ok(false);
+    }
+    if !file_record::record_saved(bufnr) {
+        nvim::helper::<_, ()>("checktime_quietly", bufnr).map_err(err)?;
+    }
+    nvim::helper::<_, ()>("set_unmodified", bufnr).map_err(err)?;
+    Ok(true)
 }
 
 /// A clean buffer takes its file's new text from disk: `hunks` as one undo

@@ -208,56 +208,9 @@ function H.apply_end(buf, final_eol)
   return api.nvim_buf_get_changedtick(buf)
 end
 
--- Neovim's own way of recording that a buffer matches its file (what :w does
--- after writing): ml_timestamp() stores the file's timestamp, size and mode
--- (so neither :checktime nor the next :w asks about a change the buffer
--- already has), u_unchanged() marks every undo state as differing from the
--- file (so `u` sets 'modified'). Both are exported by the nvim binary with
--- the same signatures since Vim; reached through LuaJIT's FFI, and only
--- where the symbols exist (nil otherwise).
-local native = (function()
-  local ok, ffi = pcall(require, "ffi")
-  if not ok or fn.has("nvim-0.10") == 0 then
-    return nil
-  end
-  ok = pcall(ffi.cdef, [[
-    typedef struct amp_buf_T amp_buf_T;
-    amp_buf_T *buflist_findnr(int nr);
-    void ml_timestamp(amp_buf_T *buf);
-    void u_unchanged(amp_buf_T *buf);
-  ]])
-  if not ok then
-    return nil
-  end
-  local C = ffi.C
-  ok = pcall(function()
-    return C.buflist_findnr and C.ml_timestamp and C.u_unchanged
-  end)
-  if not ok then
-    return nil
-  end
-  local function with_buf(f)
-    return function(buf)
-      local b = C.buflist_findnr(buf)
-      if b == nil then
-        return false
-      end
-      f(b)
-      return true
-    end
-  end
-  return {
-    timestamp = with_buf(C.ml_timestamp),
-    saved = with_buf(function(b)
-      C.u_unchanged(b)
-      C.ml_timestamp(b)
-    end),
-  }
-end)()
-
 --- Whether the file of `buf` is still the one the server last saw
 --- (`stamp`: mtime seconds, nanoseconds, size, inode).
-local function same_file(buf, stamp)
+function H.same_file(buf, stamp)
   local st = vim.uv.fs_stat(api.nvim_buf_get_name(buf))
   return st ~= nil
     and st.mtime.sec == stamp[1]
@@ -308,24 +261,16 @@ end
 --- "post" (no BufWritePre/FileWritePre: formatters leave the agent's text
 --- alone, while BufWritePost still tells LSP and others) or "none".
 ---
---- With `tmp` (the caller found that a rename keeps the file's identity,
---- as 'backupcopy' "auto" would) the bytes go to that temp file and the
---- caller renames it over the file, so readers see the old or the new file,
---- never a mix, and then calls mark_written(). Otherwise :write writes the
---- file itself ('backupcopy' keeps hard links, symlinks, owner, xattrs).
----
---- :write asks "changed since reading it (y/n)?" when the file's timestamp
---- is not the one Neovim recorded, and no agent request may stop the editor
---- at a prompt. So the file must still be the one the server settled
---- (`stamp`, else "changed": the caller settles and retries), and that is
---- recorded first. Without the native calls :write! is used; the caller
---- checked 'readonly' and the permissions. Returns nil (written), "tmp"
---- (the temp file holds the text), "changed" or the error.
-function H.write(buf, autocmds, stamp, tmp)
-  if not same_file(buf, stamp) then
-    return "changed"
-  end
-  if tmp and native then
+--- With `tmp` (src/editor/buffers.rs found that a rename keeps the file's
+--- identity, as 'backupcopy' "auto" would) the bytes go to that temp file,
+--- which the caller renames over the file and then calls mark_written().
+--- Otherwise :write writes the file itself ('backupcopy' keeps hard links,
+--- symlinks, owner, xattrs); `bang` when Neovim's record of the file could
+--- not be brought up to date (see src/editor/file_record.rs), so that no
+--- "changed since reading it (y/n)?" prompt can stop the editor. Returns
+--- nil or the error.
+function H.write(buf, autocmds, tmp, bang)
+  if tmp then
     if autocmds == "all" then
       api.nvim_exec_autocmds("BufWritePre", { buffer = buf, modeline = false })
     end
@@ -334,27 +279,23 @@ function H.write(buf, autocmds, stamp, tmp)
       args = { tmp },
       bang = true,
       mods = { silent = true, keepalt = true, noautocmd = true },
-    }, false, false) or "tmp"
+    }, false, false)
   end
-  local bang = not (native and native.timestamp(buf))
   local err = run_write(buf, {
     cmd = "write",
     bang = bang,
     mods = { silent = true, noautocmd = autocmds == "none" },
   }, true, autocmds == "post")
-  if err then
-    return err
+  if not err then
+    eol_as_written(buf)
   end
-  eol_as_written(buf)
-  return nil
+  return err
 end
 
---- After the temp file of H.write was renamed over the buffer's file: what
---- :write does after writing (not modified, the file's timestamp recorded,
---- every undo state marked as differing from the file) and BufWritePost.
+--- After the temp file of H.write was renamed over the buffer's file (and
+--- Neovim's record of the file updated): not modified, and BufWritePost.
 function H.mark_written(buf, autocmds)
   vim.bo[buf].modified = false
-  native.saved(buf)
   eol_as_written(buf)
   if autocmds ~= "none" then
     pcall(api.nvim_exec_autocmds, "BufWritePost", { buffer = buf, modeline = false })
@@ -369,10 +310,9 @@ function H.undo_edit(buf)
 end
 
 --- After a clean buffer took the text its file now has on disk: the file's
---- format as read ('fileformat', 'bomb', 'fileencoding', 'endofline'), not
---- modified, and Neovim's record of the file brought up to date (no prompt
---- at the next :w, `u` marks the buffer modified).
-function H.mark_reloaded(buf, tick, ff, bomb, fenc, eol)
+--- format as read ('fileformat', 'bomb', 'fileencoding', 'endofline').
+--- False when the user typed meanwhile.
+function H.set_file_format(buf, tick, ff, bomb, fenc, eol)
   if not api.nvim_buf_is_valid(buf) or api.nvim_buf_get_changedtick(buf) ~= tick then
     return false
   end
@@ -389,15 +329,15 @@ function H.mark_reloaded(buf, tick, ff, bomb, fenc, eol)
   if bo.endofline ~= eol then
     bo.endofline = eol
   end
-  if not (native and native.saved(buf)) then
-    H.checktime_quietly(buf)
-  end
-  bo.modified = false
   return true
 end
 
---- Without the native calls: make Neovim record the file's new timestamp
---- without a "file changed" prompt. Known limit: the timestamp :w compares
+function H.set_unmodified(buf)
+  vim.bo[buf].modified = false
+end
+
+--- Without src/editor/file_record.rs: make Neovim record the file's new
+--- timestamp without a "file changed" prompt. Known limit: the timestamp :w compares
 --- is only updated by reading or writing, so the next :w asks once.
 function H.checktime_quietly(buf)
   -- :checktime stores the new mtime before it fires FileChangedShell; a

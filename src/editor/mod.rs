@@ -9,6 +9,7 @@ pub mod bulk;
 pub mod context;
 pub mod diagnostics;
 pub mod events;
+pub mod file_record;
 pub mod files;
 pub mod nvim;
 pub mod open;
