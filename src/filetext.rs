@@ -156,6 +156,56 @@ pub fn written_text(joined: Vec<u8>, empty: bool, line_end: LineEnd, final_eol: 
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// `'fileencoding'` by the name `encode` knows it, or "other".
+pub fn known_encoding(name: &str) -> &'static str {
+    match name {
+        "" | "utf-8" | "utf8" => "utf-8",
+        "latin1" | "latin-1" | "iso-8859-1" | "iso8859-1" => "latin1",
+        "utf-16" | "ucs-2" => "utf-16",
+        "utf-16le" | "ucs-2le" => "utf-16le",
+        "ucs-4" => "ucs-4",
+        "ucs-4le" => "ucs-4le",
+        _ => "other",
+    }
+}
+
+/// The bytes `:w` writes for `text` (as `written_text` gives it) with
+/// `'fileencoding'` `encoding` and `'bomb'`, for the encodings Neovim
+/// converts to without iconv: UTF-8 (also `""`), Latin-1, UTF-16 and UCS-4.
+/// `None` for any other encoding, or a character Latin-1 has no byte for.
+pub fn encode(text: String, encoding: &str, bomb: bool) -> Option<Vec<u8>> {
+    let unit16 = |big: bool| -> Vec<u8> {
+        let mut out = if !bomb { Vec::new() } else if big { vec![0xFE, 0xFF] } else { vec![0xFF, 0xFE] };
+        for u in text.encode_utf16() {
+            out.extend_from_slice(&if big { u.to_be_bytes() } else { u.to_le_bytes() });
+        }
+        out
+    };
+    let unit32 = |big: bool| -> Vec<u8> {
+        let mut out = if !bomb { Vec::new() } else if big { vec![0, 0, 0xFE, 0xFF] } else { vec![0xFF, 0xFE, 0, 0] };
+        for c in text.chars() {
+            out.extend_from_slice(&if big { (c as u32).to_be_bytes() } else { (c as u32).to_le_bytes() });
+        }
+        out
+    };
+    match known_encoding(encoding) {
+        "utf-8" => Some(if bomb {
+            let mut out = Vec::with_capacity(text.len() + 3);
+            out.extend_from_slice(b"\xEF\xBB\xBF");
+            out.extend_from_slice(text.as_bytes());
+            out
+        } else {
+            text.into_bytes()
+        }),
+        "latin1" => text.chars().map(|c| u8::try_from(u32::from(c)).ok()).collect(),
+        "utf-16" => Some(unit16(true)),
+        "utf-16le" => Some(unit16(false)),
+        "ucs-4" => Some(unit32(true)),
+        "ucs-4le" => Some(unit32(false)),
+        _ => None,
+    }
+}
+
 /// Splits an agent's text into buffer lines for a buffer whose
 /// `'fileformat'` is `line_end`, as Neovim would read those bytes: "dos"
 /// drops one CR before each LF, "unix" keeps CRs in the lines, "mac" splits
@@ -383,6 +433,23 @@ mod tests {
         assert_eq!((utf16.encoding, utf16.bomb, utf16.joined.as_str(), utf16.eol), ("utf-16le", true, "hi", true));
         let strict = ReadOptions::from_option_values("unix,dos", "ucs-bom,utf-8");
         assert!(decode(b"caf\xE9\n", &strict).is_err());
+    }
+
+    #[test]
+    fn encodings_write_back_what_they_read() {
+        let samples: [&[u8]; 5] = [
+            b"\xEF\xBB\xBFclass A\r\n",
+            b"caf\xE9\n",
+            b"\xFF\xFEh\0i\0\n\0",
+            b"\xFE\xFF\0h\0i\0\n",
+            b"\xFF\xFE\0\0h\0\0\0\n\0\0\0",
+        ];
+        for bytes in samples {
+            let d = read(bytes);
+            assert_eq!(encode(d.written_text(false), d.encoding, d.bomb).as_deref(), Some(bytes), "{d:?}");
+        }
+        assert_eq!(encode("5 €".into(), "latin1", false), None, "no Latin-1 byte for €");
+        assert_eq!(encode("x".into(), "cp1252", false), None, "iconv encodings are Neovim's");
     }
 
     #[test]

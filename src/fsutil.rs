@@ -86,6 +86,18 @@ pub fn reserve_temp(target: &Path) -> io::Result<PathBuf> {
     create_temp(dir, &name, 0o600).map(|(_, tmp)| tmp)
 }
 
+/// A temp file beside `target` holding `bytes`, fsynced (see `reserve_temp`).
+pub fn write_temp(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    let (name, dir) = name_and_dir(target)?;
+    let (mut file, tmp) = create_temp(dir, &name, 0o600)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
 fn name_and_dir(target: &Path) -> io::Result<(String, &Path)> {
     let name = target.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", target.display()))

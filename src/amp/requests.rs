@@ -18,6 +18,7 @@ use super::server::Shared;
 use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 use crate::bridge::{on_main, BridgeError};
 use crate::editor::buffers::{self, ApplyError, WritePlan};
+use crate::editor::file_record;
 use crate::editor::{diagnostics, open};
 use crate::text::byte_to_utf16_col;
 use crate::filetext::split_lines;
@@ -238,6 +239,55 @@ async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
     .map_err(std::io::Error::other)?
 }
 
+/// An edit whose bytes this side knows: the buffer takes the edit (one
+/// main-thread job), the bytes go to a temp file beside the file (here), and
+/// a second short job renames it into place and records it. A failure takes
+/// the edit back unless the user typed since.
+#[allow(clippy::too_many_arguments)]
+async fn edit_then_replace(
+    bufnr: i32,
+    tick: u32,
+    hunks: Vec<crate::amp::edit::Hunk>,
+    final_eol: buffers::FinalEol,
+    autocmds: &'static str,
+    stamp: buffers::FileStamp,
+    bytes: Vec<u8>,
+    target: PathBuf,
+) -> Result<Result<(), ApplyError>, RpcError> {
+    let new_tick = match on_main(move || buffers::apply(bufnr, tick, &hunks, final_eol)).await.map_err(bridge_error)? {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let beside = target.clone();
+    let tmp = match tokio::task::spawn_blocking(move || fsutil::write_temp(&beside, &bytes)).await {
+        Ok(Ok(tmp)) => tmp,
+        Ok(Err(e)) => {
+            let _ = on_main(move || buffers::undo_applied(bufnr, new_tick)).await;
+            return Ok(Err(ApplyError::Failed(format!("cannot write beside {}: {e}", target.display()))));
+        }
+        Err(e) => return Err(RpcError::new(INTERNAL_ERROR, format!("writer task failed: {e}"))),
+    };
+    let t = tmp.clone();
+    let replaced = on_main(move || buffers::replace_applied(bufnr, new_tick, autocmds, stamp, &t, &target)).await;
+    let _ = tokio::fs::remove_file(&tmp).await; // renamed away, or a leftover
+    let replaced = replaced.map_err(bridge_error)?;
+    if replaced.is_err() {
+        let _ = on_main(move || buffers::undo_applied(bufnr, new_tick)).await;
+    }
+    Ok(replaced)
+}
+
+/// The bytes `:w` writes once the edit is in the buffer: `lines`, the
+/// buffer's format, and its final end-of-line as the edit leaves it
+/// (`final_eol`; 'fixendofline' adds one unless the edit took it away).
+/// `None` for an encoding only Neovim converts to.
+fn disk_bytes(lines: &[&str], format: &buffers::BufferFormat, final_eol: buffers::FinalEol) -> Option<Vec<u8>> {
+    let eol = final_eol.unwrap_or(format.eol);
+    let fixeol = format.fixeol && final_eol != Some(false);
+    let text = crate::filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
+    crate::filetext::encode(text, format.encoding, format.bomb)
+}
+
 /// How often an edit is recomputed when the user types between the
 /// snapshot and the change.
 const EDIT_ATTEMPTS: usize = 3;
@@ -310,7 +360,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Ok(h) => h,
             Err(why) => return Ok(failure(format!("cannot edit {}: {why}", abs.display()))),
         };
-        if format.latin1 {
+        if format.encoding == "latin1" {
             let bad: String = hunks.iter().flat_map(|h| h.lines.iter()).flat_map(|l| l.chars()).filter(|&c| c > '\u{ff}').take(8).collect();
             if !bad.is_empty() {
                 return Ok(failure(format!(
@@ -332,12 +382,29 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Ok(plan) => plan,
             Err(e) => return Ok(failure(format!("cannot write beside {}: {e}", abs.display()))),
         };
-        let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp, plan);
-        match on_main(write).await.map_err(bridge_error)? {
+        // The bytes :w will write, when this side can tell (formatters that
+        // BufWritePre runs with "all" change the text first): then they are
+        // written off the main thread, which only applies and renames.
+        let bytes = match &plan {
+            WritePlan::Rename { .. } if autocmds != "all" && file_record::available() => {
+                disk_bytes(&new_lines, &format, final_eol)
+            }
+            _ => None,
+        };
+        let outcome = match (bytes, plan) {
+            (Some(bytes), WritePlan::Rename { target }) => {
+                edit_then_replace(bufnr, tick, hunks, final_eol, autocmds, stamp, bytes, target).await?
+            }
+            (_, plan) => {
+                let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp, plan);
+                on_main(write).await.map_err(bridge_error)?
+            }
+        };
+        match outcome {
             Ok(()) => {}
             Err(ApplyError::Changed) => continue,
             Err(ApplyError::Failed(e)) => {
-                return Ok(failure(format!("could not edit {} (nothing was changed): {e}", abs.display())))
+                return Ok(failure(format!("could not edit {}: {e}", abs.display())))
             }
         }
         // Our own write is not an outside change.

@@ -1,6 +1,6 @@
 //! Reading and writing buffer text for `readFile`, `editFile` and reloads.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{api_err, file_record, find_buffer, lua_paths, nvim};
 use crate::amp::edit::Hunk;
@@ -42,9 +42,14 @@ pub struct BufferFormat {
     /// The file changed on disk while the buffer had unsaved changes, and
     /// the user has not settled it yet (`:Amp diff/take/keep`).
     pub conflict: bool,
-    /// `'fileencoding'` is Latin-1, where `:w` silently writes a character
-    /// it cannot encode as `¿`.
-    pub latin1: bool,
+    /// `'fileencoding'` as `filetext::encode` knows it ("other": only
+    /// Neovim's `:write` writes it). In Latin-1 `:w` silently writes a
+    /// character it cannot encode as `¿`.
+    pub encoding: &'static str,
+    /// `'bomb'` (never with `'binary'`)
+    pub bomb: bool,
+    /// `'binary'`
+    pub binary: bool,
 }
 
 impl BufferText {
@@ -98,10 +103,10 @@ pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
     snapshot(buf)
 }
 
-type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String);
+type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String, bool);
 
 fn snapshot(buf: i32) -> Result<BufferText, String> {
-    let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc): SnapshotFields =
+    let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc, bomb): SnapshotFields =
         nvim::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
     let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
     let line_end = if binary { LineEnd::Unix } else { LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix) };
@@ -118,7 +123,9 @@ fn snapshot(buf: i32) -> Result<BufferText, String> {
             readonly,
             is_file: buftype.as_bytes().is_empty(),
             conflict,
-            latin1: matches!(&*fenc.as_bytes(), b"latin1" | b"iso-8859-1" | b"latin-1" | b"iso8859-1"),
+            encoding: filetext::known_encoding(&fenc.to_string_lossy()),
+            bomb: bomb && !binary,
+            binary,
         },
     })
 }
@@ -218,16 +225,61 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
         .and_then(error)
         .and_then(|()| {
             // Durable only if the user asks Neovim's own writes to be ('fsync').
-            let durable: bool = nvim::helper("global_option", "fsync").unwrap_or(false);
-            crate::fsutil::finish_replace(&tmp, target, durable)
-                .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))
-        })
-        .and_then(|()| {
-            file_record::record_saved(bufnr);
-            nvim::helper::<_, ()>("mark_written", (bufnr, autocmds)).map_err(|e| failed("marking the buffer written", &e))
+            let durable = nvim::helper("global_option", "fsync").unwrap_or(false);
+            replace(bufnr, autocmds, &tmp, target, durable)
         });
     let _ = std::fs::remove_file(&tmp); // renamed away, or a leftover
     result
+}
+
+/// Renames `tmp` (the buffer's text as `:w` writes it) over `target`, then
+/// records what `:write` records: the buffer matches its file.
+fn replace(bufnr: i32, autocmds: &'static str, tmp: &Path, target: &Path, durable: bool) -> Result<(), ApplyError> {
+    crate::fsutil::finish_replace(tmp, target, durable)
+        .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))?;
+    file_record::record_saved(bufnr);
+    nvim::helper::<_, ()>("mark_written", (bufnr, autocmds))
+        .map_err(|e| ApplyError::Failed(api_err("marking the buffer written", e)))
+}
+
+/// The second half of an edit whose bytes the tokio side wrote to `tmp`
+/// (after `apply` left the buffer at `tick`): if the file is still at
+/// `stamp`, `tmp` is renamed over `target` and the buffer marked written
+/// (still modified if the user typed since `tick`). `Changed` when the file
+/// changed meanwhile.
+pub fn replace_applied(
+    bufnr: i32,
+    tick: u32,
+    autocmds: &'static str,
+    stamp: FileStamp,
+    tmp: &Path,
+    target: &Path,
+) -> Result<(), ApplyError> {
+    let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
+    if !nvim::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| ApplyError::Failed(api_err("checking the file", e)))? {
+        return Err(ApplyError::Changed);
+    }
+    let typed = nvim::helper::<_, u32>("changedtick", bufnr).map_err(|e| ApplyError::Failed(api_err("reading the buffer", e)))? != tick;
+    replace(bufnr, autocmds, tmp, target, false)?;
+    if typed {
+        // The disk has the agent's text; the user's typing since is unsaved.
+        let _ = nvim::api::<_, ()>("nvim_set_option_value", ("modified", true, nvim_buf_opts(bufnr)?));
+    }
+    Ok(())
+}
+
+fn nvim_buf_opts(bufnr: i32) -> Result<mlua::Table, ApplyError> {
+    let table = nvim::lua().and_then(|lua| lua.create_table()).map_err(|e| ApplyError::Failed(e.to_string()))?;
+    table.set("buf", bufnr).map_err(|e| ApplyError::Failed(e.to_string()))?;
+    Ok(table)
+}
+
+/// Takes back an edit `apply` made (the buffer at `tick`) when its write
+/// failed; left alone if the user typed since (then the buffer keeps the
+/// edit, unsaved: nothing is lost). Returns whether it was taken back.
+pub fn undo_applied(bufnr: i32, tick: u32) -> bool {
+    let now: Option<u32> = nvim::helper("changedtick", bufnr).ok();
+    now == Some(tick) && nvim::helper::<_, ()>("undo_edit", bufnr).is_ok()
 }
 
 /// After a clean buffer took its file's new text: the file's format as

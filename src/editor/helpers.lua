@@ -120,7 +120,8 @@ end
 --- bytes, line count (0 for an empty buffer, which `:w` writes as nothing),
 --- changedtick, 'modified', 'fileformat', 'endofline', 'fixendofline',
 --- 'binary', 'readonly', 'buftype', whether the file changed on disk
---- while the buffer had unsaved changes (not settled yet), 'fileencoding'.
+--- while the buffer had unsaved changes (not settled yet), 'fileencoding',
+--- 'bomb'.
 function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
   local size = api.nvim_buf_get_offset(buf, count)
@@ -144,7 +145,8 @@ function H.snapshot(buf)
     buf_option(buf, "readonly"),
     buf_option(buf, "buftype"),
     H.get_var(buf, "amp_disk_conflict") == true,
-    buf_option(buf, "fileencoding")
+    buf_option(buf, "fileencoding"),
+    buf_option(buf, "bomb")
 end
 
 --- The buffer for `name`, loading the file into a listed hidden buffer if
@@ -510,6 +512,10 @@ end
 --- A path relative to the current directory or home, for messages.
 function H.short_name(path)
   return fn.fnamemodify(path, ":~:.")
+end
+
+function H.changedtick(buf)
+  return api.nvim_buf_get_changedtick(buf)
 end
 
 function H.global_option(name)
