@@ -143,7 +143,8 @@ M.register("log", {
       H.warn(("amp: no log file yet at %s"):format(path))
       return
     end
-    vim.cmd.split({ args = { vim.fn.fnameescape(path) }, mods = args.smods })
+    -- The name as one literal argument (no escaping, no expansion).
+    vim.api.nvim_cmd({ cmd = "split", args = { path }, mods = args.smods, magic = { file = false } }, {})
   end,
 })
 
