@@ -192,12 +192,13 @@ fn annotation_json(provider: &str, a: &Annotation, mark: &Mark) -> Value {
     v
 }
 
-/// Forgets metas and cached results.
+/// Forgets metas and cached results. Main thread: waits for nothing (no
+/// `block_on`, no provider lock); the annotations asked for next are
+/// delivered through the bridge as usual.
 pub fn reset() -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
-    let client = s.client.clone();
-    s.runtime.block_on(client.refresh());
+    s.client.refresh();
     Ok(())
 }
 
