@@ -29,7 +29,7 @@ function M.setup(opts)
     error(err, 2)
   end
   if warning then
-    vim.notify(warning, vim.log.levels.WARN, { title = "amp" })
+    require("amp.notify").notify(warning, vim.log.levels.WARN)
   end
   H.config = config
   H.create_autocmds()
@@ -269,7 +269,7 @@ function H.fail(msg, automatic)
     end
     H.reported[msg] = true
   end
-  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+  require("amp.notify").notify(msg, vim.log.levels.ERROR)
 end
 
 return M
