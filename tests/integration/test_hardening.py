@@ -80,6 +80,19 @@ def test_openuri_hostile_file_name_opens_that_file_runs_nothing(editor, name):
     assert sorted(p.name for p in ws.iterdir()) == [name]
 
 
+def release_fifo_readers(path) -> None:
+    """Opens the FIFO for writing a few times, so a reader blocked in open() goes on."""
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.05)
+            continue
+        time.sleep(0.05)
+        os.close(fd)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "socket", "chardev"])
 def test_openuri_refuses_special_files_quickly(editor, kind, tmp_path):
     if kind == "fifo":
@@ -94,7 +107,12 @@ def test_openuri_refuses_special_files_quickly(editor, kind, tmp_path):
     c = editor.connect()
     before = editor.lua("return vim.api.nvim_buf_get_name(0)")
     t = time.monotonic()
-    result = c.call("openURI", {"uri": file_uri(path)}, timeout=5)
+    try:
+        result = c.call("openURI", {"uri": file_uri(path)}, timeout=3)
+    except TimeoutError:
+        if kind == "fifo":
+            release_fifo_readers(path)  # or the teardown's :qa! would wait forever
+        raise AssertionError(f"openURI of a {kind} got no answer: Neovim hangs opening it") from None
     took = time.monotonic() - t
     print(f"\nopenURI of a {kind} refused in {took * 1000:.1f} ms: {result}")
     assert result.get("success") is False, result
@@ -106,7 +124,11 @@ def test_openuri_refuses_special_files_quickly(editor, kind, tmp_path):
     if kind == "fifo":
         link = editor.env.workspace / "link to pipe"
         link.symlink_to(path)
-        result = c.call("openURI", {"uri": file_uri(link)}, timeout=5)
+        try:
+            result = c.call("openURI", {"uri": file_uri(link)}, timeout=3)
+        except TimeoutError:
+            release_fifo_readers(path)
+            raise AssertionError("openURI of a link to a FIFO got no answer: Neovim hangs opening it") from None
         assert result.get("success") is False, result
         responsive(editor, 1.0)
     c.ping("still served")
@@ -432,13 +454,15 @@ def percentile(values: list[float], p: float) -> float:
 
 def test_job_flood_does_not_starve_keystrokes(nvim_factory):
     """Two clients keep 64 getDiagnostics each in flight (each a few ms of
-    main-thread work); keys typed meanwhile still move the cursor at once
-    (keystroke -> selectionDidChange at a third client)."""
+    main-thread work); keys typed meanwhile are still handled at once.
+    Measured on the main thread itself: CursorMoved's time (vim.uv.hrtime,
+    CLOCK_MONOTONIC) minus the time the key was sent (time.monotonic_ns, the
+    same clock), so the tokio side's load does not count."""
     ed = nvim_factory()
     noisy = ed.env.workspace / "noisy.txt"
     noisy.write_text("".join(f"line {i} with some text\n" for i in range(3000)))
-    # 300 diagnostics: a getDiagnostics is a few ms of main-thread work.
     ed.edit(noisy)
+    # 300 diagnostics: a getDiagnostics is a few ms of main-thread work.
     ed.lua("""
         local ns = vim.api.nvim_create_namespace("amp-flood")
         local d = {}
@@ -447,8 +471,12 @@ def test_job_flood_does_not_starve_keystrokes(nvim_factory):
         end
         vim.diagnostic.set(ns, 0, d)
         vim.api.nvim_win_set_cursor(0, { 1000, 0 })
+        _G.amp_moves = {}
+        vim.api.nvim_create_autocmd("CursorMoved", { callback = function()
+          local t = _G.amp_moves
+          t[#t + 1] = { vim.uv.hrtime(), vim.api.nvim_win_get_cursor(0)[1] }
+        end })
     """)
-    observer = ed.connect()
     flooders = [ed.connect() for _ in range(2)]
     # One request's main-thread cost, for the record.
     t = time.monotonic()
@@ -474,32 +502,33 @@ def test_job_flood_does_not_starve_keystrokes(nvim_factory):
     threads = [threading.Thread(target=flood, args=(c,), daemon=True) for c in flooders]
     for th in threads:
         th.start()
-    latencies = []
+    KEYS = 60
+    sent = []
     try:
         time.sleep(0.5)  # the queue is full
-        observer.notifications.clear()
-        for i in range(40):
-            key = "j" if i % 2 == 0 else "k"
-            want_line = 1000 if key == "j" else 999  # 0-based line after the move
-            t = time.monotonic()
-            ed.nvim.input(key)
-            deadline = t + 5
-            while True:
-                msg = observer.recv_message(timeout=max(0.01, deadline - time.monotonic()))
-                sel = msg.get("serverNotification", {}).get("selectionDidChange")
-                if sel and sel["selections"][0]["range"]["startLine"] == want_line:
-                    latencies.append(time.monotonic() - t)
-                    break
-            time.sleep(0.03)
+        before = answered["n"]
+        for i in range(KEYS):
+            sent.append(time.monotonic_ns())
+            ed.nvim.request("nvim_input", "j", async_=True)  # one way: no round trip
+            time.sleep(0.04)
+        time.sleep(0.3)
+        during = answered["n"] - before
     finally:
         stop.set()
         for th in threads:
             th.join(timeout=5)
-    p50, p99 = percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000
-    print(f"\nkeystroke -> selectionDidChange under a getDiagnostics flood ({one * 1000:.1f} ms per request "
-          f"alone, {answered['n']} answered meanwhile): p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-    assert answered["n"] > 50, "the flood did not run"
-    assert p99 < 60, f"keystrokes waited behind main-thread jobs: p99 {p99:.1f} ms"
+    moves = ed.lua("return _G.amp_moves")
+    latencies = []
+    for i, t0 in enumerate(sent):
+        want = 1000 + i + 1  # 1-based line after key i
+        at = next((t for t, line in moves if line >= want), None)
+        assert at is not None, f"key {i} was never handled ({len(moves)} moves seen)"
+        latencies.append((at - t0) / 1e6)
+    p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
+    print(f"\nkeystroke -> CursorMoved on the main thread under a getDiagnostics flood ({one * 1000:.1f} ms per "
+          f"request alone, {during} answered while typing): p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies):.1f} ms")
+    assert during > 50, "the flood did not run"
+    assert p99 < 40, f"keystrokes waited behind main-thread jobs: p99 {p99:.1f} ms"
 
 
 # --------------------------------------------------------------------------
