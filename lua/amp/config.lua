@@ -61,8 +61,8 @@ M.defaults = {
     -- A handshake not finished within this long is dropped (milliseconds).
     handshake_timeout_ms = 2000,
     -- Bytes of requests in flight, all clients together, from the read of
-    -- a message until its answer is sent; past it, connections are not read
-    -- until answers go out (back-pressure).
+    -- a message until its answer is sent (counted twice: text and decoded
+    -- form); past it, connections are not read until answers go out.
     max_inflight_bytes = 256 * 1024 * 1024,
   },
   selection = {

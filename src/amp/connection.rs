@@ -363,10 +363,23 @@ type BudgetWait = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>> + Send>,
 >;
 
-/// The permits a frame of `len` bytes takes from the in-flight budget: its
-/// length, but never more than the whole budget (or it could never run).
+/// The permits a frame of `len` bytes takes from the in-flight budget:
+/// twice its length, since the text and its decoded form (serde_json's copy
+/// of every string) both live until the answer is sent; never more than the
+/// whole budget (or it could never run).
 fn budget_cost(len: usize, budget: usize) -> u32 {
-    len.clamp(1, budget.min(u32::MAX as usize)) as u32
+    len.saturating_mul(2).clamp(1, budget.min(u32::MAX as usize)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn budget_cost_is_twice_the_frame_within_the_budget() {
+        assert_eq!(super::budget_cost(0, 1 << 20), 1);
+        assert_eq!(super::budget_cost(1000, 1 << 20), 2000);
+        assert_eq!(super::budget_cost(1 << 30, 1 << 20), 1 << 20);
+        assert_eq!(super::budget_cost(usize::MAX, usize::MAX), u32::MAX);
+    }
 }
 
 fn current_dialect(slot: &AtomicU8) -> Dialect {
