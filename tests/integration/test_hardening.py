@@ -564,3 +564,21 @@ def test_plugin_messages_fit_one_line_no_hit_enter_prompt(nvim_factory, env_fact
         assert ed.nvim.funcs.strdisplaywidth(cut) <= 40 and cut.endswith("…"), cut
     finally:
         ed.nvim.ui_detach()
+
+
+def test_openctx_stop_does_not_wait_for_a_provider_on_the_main_thread(nvim_factory):
+    from openctx_helpers import FIXTURES, children_with, module_uri, open_doc, start
+
+    hang = module_uri(FIXTURES / "provider-busy.mjs")  # blocks Node: it cannot exit at once
+    ed = start(nvim_factory, {hang: True})
+    open_doc(ed, "/w/hang.txt", ["a line"])
+    wait_for(lambda: children_with(ed.pid, "openctx-host.mjs"), 10, "the Node host")
+    time.sleep(0.5)  # its annotations call spins in Node (up to a minute)
+    t = time.monotonic()
+    took_lua = ed.lua("local t = vim.uv.hrtime() require('amp.openctx').stop() return (vim.uv.hrtime() - t) / 1e6")
+    took = time.monotonic() - t
+    print(f"\nOpenCtx stop with a hanging provider: {took_lua:.1f} ms on the main thread")
+    # The old stop() waited for the Node host to go: 28-34 ms here.
+    assert took_lua < 10, f"stop() held the main thread {took_lua:.1f} ms"
+    responsive(ed, 1.0)
+    wait_for(lambda: not children_with(ed.pid, "openctx-host.mjs"), 5, "the Node host to exit")
