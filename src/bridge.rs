@@ -187,16 +187,13 @@ fn drain() {
 
 /// Wakes the main loop again for the jobs left in the queue (main thread).
 fn rearm() {
+    // Closed (None): the queue was emptied and nothing new can come in.
     let gate = GATE.read().unwrap_or_else(|p| p.into_inner());
-    match *gate {
-        Some(door) => {
-            if door.wake.send().is_err() {
-                drop(gate);
-                schedule_drain();
-            }
+    if let Some(door) = *gate {
+        if door.wake.send().is_err() {
+            drop(gate);
+            schedule_drain();
         }
-        // Closed: the queue was emptied and nothing new can come in.
-        None => {}
     }
 }
 

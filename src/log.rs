@@ -173,13 +173,11 @@ pub fn write(level: Level, message: impl AsRef<str>) {
 /// the disk with one of them.
 pub fn escape(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars + 32));
-    let mut chars = 0;
-    for c in text.chars() {
+    for (chars, c) in text.chars().enumerate() {
         if chars == max_chars {
             out.push_str(&format!("... ({} bytes in all)", text.len()));
             return out;
         }
-        chars += 1;
         match c {
             '\\' => out.push_str("\\\\"),
             c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.extend(c.escape_default()),

@@ -109,6 +109,8 @@ async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
         ..Default::default()
     };
     let mut authenticated = false;
+    // The error type is tungstenite's (its Callback trait), boxing is not ours to choose.
+    #[allow(clippy::result_large_err)]
     let check = |req: &HttpRequest, resp: HttpResponse| -> Result<HttpResponse, ErrorResponse> {
         // A header that is not visible ASCII still counts as present (lossy
         // text): an Origin of raw bytes must be refused, not ignored.
@@ -371,17 +373,6 @@ fn budget_cost(len: usize, budget: usize) -> u32 {
     len.saturating_mul(2).clamp(1, budget.min(u32::MAX as usize)) as u32
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn budget_cost_is_twice_the_frame_within_the_budget() {
-        assert_eq!(super::budget_cost(0, 1 << 20), 1);
-        assert_eq!(super::budget_cost(1000, 1 << 20), 2000);
-        assert_eq!(super::budget_cost(1 << 30, 1 << 20), 1 << 20);
-        assert_eq!(super::budget_cost(usize::MAX, usize::MAX), u32::MAX);
-    }
-}
-
 fn current_dialect(slot: &AtomicU8) -> Dialect {
     if slot.load(Ordering::Relaxed) == DIALECT_WRAPPED { Dialect::Wrapped } else { Dialect::Flat }
 }
@@ -393,4 +384,15 @@ pub fn note_dialect(slot: &AtomicU8, dialect: Dialect) {
         Dialect::Wrapped => DIALECT_WRAPPED,
     };
     let _ = slot.compare_exchange(DIALECT_UNKNOWN, value, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn budget_cost_is_twice_the_frame_within_the_budget() {
+        assert_eq!(super::budget_cost(0, 1 << 20), 1);
+        assert_eq!(super::budget_cost(1000, 1 << 20), 2000);
+        assert_eq!(super::budget_cost(1 << 30, 1 << 20), 1 << 20);
+        assert_eq!(super::budget_cost(usize::MAX, usize::MAX), u32::MAX);
+    }
 }
