@@ -27,9 +27,11 @@ use crate::log;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// At most this many jobs run per main-loop turn, so a flood of requests
-/// cannot freeze the UI: the rest run on the next turn.
-const JOBS_PER_TURN: usize = 64;
+/// Jobs run for at most about this long per main-loop turn (a job that
+/// started is never cut short), so a flood of requests cannot freeze the UI:
+/// the rest run on a later turn, after Neovim has looked at its input.
+/// A count would not do: 64 jobs of 2 ms each are a 128 ms freeze.
+pub const TURN_BUDGET: std::time::Duration = std::time::Duration::from_millis(4);
 
 /// Why a job did not run or did not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,18 +165,34 @@ fn schedule_drain() {
 }
 
 fn drain() {
-    let mut ran = 0;
+    let started = std::time::Instant::now();
     loop {
         let job = INBOX.with(|inbox| inbox.borrow().as_ref().and_then(|rx| rx.try_recv().ok()));
         let Some(job) = job else { return };
         if let Err(panic) = catch_unwind(AssertUnwindSafe(job)) {
             log::error(format!("main-thread job panicked: {}", panic_message(&panic)));
         }
-        ran += 1;
-        if ran == JOBS_PER_TURN {
-            // Leave the rest for the next turn so typing stays responsive.
-            schedule_drain();
+        if started.elapsed() >= TURN_BUDGET {
+            // Leave the rest for a later turn so typing stays responsive. The
+            // wake-up goes through libuv, not straight to vim.schedule: a
+            // callback scheduled from a scheduled callback can run in the
+            // same round of event processing, before any key is read; the
+            // async handle fires only when Neovim next polls its loop, which
+            // is also when it reads input.
+            rearm();
             return;
+        }
+    }
+}
+
+/// Wakes the main loop again for the jobs left in the queue (main thread).
+fn rearm() {
+    // Closed (None): the queue was emptied and nothing new can come in.
+    let gate = GATE.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(door) = *gate {
+        if door.wake.send().is_err() {
+            drop(gate);
+            schedule_drain();
         }
     }
 }

@@ -144,6 +144,9 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("configure_log", export(lua, |args: Vec<Value>| {
         let file = string_arg("configure_log", &args, 0)?;
         let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+        if let Some(max) = arg(&args, 2).as_u64() {
+            log::set_max_bytes(max);
+        }
         log::init(std::path::PathBuf::from(file), level);
         Ok(Value::Null)
     })?)?;

@@ -5,12 +5,13 @@
 //! thread appends it to the file. Lines below the configured level are dropped
 //! before any formatting cost is paid by the writer.
 
-use std::fs::OpenOptions;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -44,9 +45,25 @@ impl Level {
     }
 }
 
+/// Default cap of the log file; past it the file becomes `<file>.1`
+/// (replacing the previous one) and a new file is started.
+pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
+/// Longest message written; the rest is cut (a line is never a flood).
+const MAX_MESSAGE_CHARS: usize = 4096;
+/// Lines waiting for the writer thread; past it lines are dropped (and
+/// counted) rather than queued without bound.
+const QUEUE_LINES: usize = 10_000;
+
 static MIN_LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
-static SINK: Mutex<Option<mpsc::Sender<String>>> = Mutex::new(None);
+static MAX_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_BYTES);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static SINK: Mutex<Option<mpsc::SyncSender<String>>> = Mutex::new(None);
 static PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Sets the size cap of the log file (bytes; at least 4 KiB).
+pub fn set_max_bytes(max: u64) {
+    MAX_BYTES.store(max.max(4096), Ordering::Relaxed);
+}
 
 /// Points the log at `path` (appending) and sets the level. Idempotent: a new
 /// path replaces the old writer thread, which ends when its channel closes.
@@ -59,14 +76,18 @@ pub fn init(path: PathBuf, level: Level) {
         }
         *current = Some(path.clone());
     }
-    let (tx, rx) = mpsc::channel::<String>();
+    let (tx, rx) = mpsc::sync_channel::<String>(QUEUE_LINES);
     let spawned = std::thread::Builder::new().name("amp-log".into()).spawn(move || {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let Ok(mut file) = OpenOptions::new().create(true).append(true).open(&path) else { return };
+        let Some(mut file) = RotatingFile::open(path) else { return };
         while let Ok(line) = rx.recv() {
-            let _ = file.write_all(line.as_bytes());
+            let dropped = DROPPED.swap(0, Ordering::Relaxed);
+            if dropped > 0 {
+                file.write(&stamp(Level::Warn, &format!("log: {dropped} lines dropped (written faster than the disk took them)")));
+            }
+            file.write(&line);
         }
     });
     if spawned.is_ok() {
@@ -74,19 +95,148 @@ pub fn init(path: PathBuf, level: Level) {
     }
 }
 
+/// The log file and its size; rotated to `<file>.1` when a line would take
+/// it past [`MAX_BYTES`].
+struct RotatingFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl RotatingFile {
+    fn open(path: PathBuf) -> Option<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(&path).ok()?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Some(Self { path, file, size })
+    }
+
+    fn write(&mut self, line: &str) {
+        let max = MAX_BYTES.load(Ordering::Relaxed);
+        if self.size > 0 && self.size + line.len() as u64 > max {
+            self.rotate();
+        }
+        if self.file.write_all(line.as_bytes()).is_ok() {
+            self.size += line.len() as u64;
+        }
+    }
+
+    /// `<file>` becomes `<file>.1` (one old file is kept) and a new
+    /// `<file>` is started. On failure the file is emptied instead, so the
+    /// cap holds either way.
+    fn rotate(&mut self) {
+        let old = rotated_path(&self.path);
+        let fresh = std::fs::rename(&self.path, &old)
+            .ok()
+            .and_then(|_| OpenOptions::new().create(true).append(true).open(&self.path).ok());
+        match fresh {
+            Some(file) => self.file = file,
+            None => {
+                let _ = self.file.set_len(0);
+            }
+        }
+        self.size = 0;
+    }
+}
+
+/// Where the previous log file is kept: `<file>.1`.
+pub fn rotated_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".1");
+    PathBuf::from(name)
+}
+
 pub fn enabled(level: Level) -> bool {
     level as u8 >= MIN_LEVEL.load(Ordering::Relaxed)
+}
+
+fn stamp(level: Level, message: &str) -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!("{}.{:03} {:5} {}\n", now.as_secs(), now.subsec_millis(), level.name(), escape(message, MAX_MESSAGE_CHARS))
 }
 
 pub fn write(level: Level, message: impl AsRef<str>) {
     if !enabled(level) {
         return;
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let line = format!("{}.{:03} {:5} {}\n", now.as_secs(), now.subsec_millis(), level.name(), message.as_ref());
+    let line = stamp(level, message.as_ref());
     if let Some(tx) = SINK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        let _ = tx.send(line);
+        if let Err(mpsc::TrySendError::Full(_)) = tx.try_send(line) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+        }
     }
+}
+
+/// `text` fit for one log line: control characters (newlines, escape
+/// sequences, ...) escaped, `\` doubled, and cut after `max_chars`
+/// characters with a note of the original length. For whatever a peer sent
+/// (headers, URIs, error texts): it can neither forge log lines nor fill
+/// the disk with one of them.
+pub fn escape(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars + 32));
+    for (chars, c) in text.chars().enumerate() {
+        if chars == max_chars {
+            out.push_str(&format!("... ({} bytes in all)", text.len()));
+            return out;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// [`escape`] with the cap for a single value a peer chose (200 characters).
+pub fn untrusted(text: &str) -> String {
+    escape(text, 200)
+}
+
+/// How many lines of one kind are written per window before the rest are
+/// only counted.
+const BURST: u32 = 10;
+const WINDOW: Duration = Duration::from_secs(10);
+
+struct Burst {
+    started: Instant,
+    written: u32,
+    suppressed: u64,
+}
+
+static BURSTS: Mutex<Option<HashMap<&'static str, Burst>>> = Mutex::new(None);
+
+/// Logs `message` unless more than [`BURST`] lines of this `kind` were
+/// logged in the last [`WINDOW`]: a flood of refused connections writes a
+/// few lines and then one line saying how many were left out.
+pub fn limited(kind: &'static str, level: Level, message: impl AsRef<str>) {
+    if !enabled(level) {
+        return;
+    }
+    let note = {
+        let mut bursts = BURSTS.lock().unwrap_or_else(|p| p.into_inner());
+        let burst = bursts
+            .get_or_insert_with(HashMap::new)
+            .entry(kind)
+            .or_insert_with(|| Burst { started: Instant::now(), written: 0, suppressed: 0 });
+        let mut note = None;
+        if burst.started.elapsed() >= WINDOW {
+            if burst.suppressed > 0 {
+                note = Some(burst.suppressed);
+            }
+            *burst = Burst { started: Instant::now(), written: 0, suppressed: 0 };
+        }
+        if burst.written >= BURST {
+            burst.suppressed += 1;
+            return;
+        }
+        burst.written += 1;
+        note
+    };
+    if let Some(n) = note {
+        write(level, format!("{n} more '{kind}' messages were not logged (at most {BURST} per {}s)", WINDOW.as_secs()));
+    }
+    let message = message.as_ref();
+    write(level, message);
 }
 
 pub fn error(message: impl AsRef<str>) {
@@ -100,4 +250,37 @@ pub fn info(message: impl AsRef<str>) {
 }
 pub fn debug(message: impl AsRef<str>) {
     write(Level::Debug, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_cuts_and_escapes_control_characters() {
+        assert_eq!(escape("a\nb\r\u{1b}[31mc\\", 100), "a\\nb\\r\\u{1b}[31mc\\\\");
+        let long = "x".repeat(1000);
+        let cut = untrusted(&long);
+        assert!(cut.starts_with(&"x".repeat(200)), "{cut}");
+        assert!(cut.ends_with("... (1000 bytes in all)"), "{cut}");
+        assert!(cut.len() < 230);
+        assert_eq!(untrusted("é✓"), "é✓");
+    }
+
+    #[test]
+    fn rotating_file_keeps_one_old_file_under_the_cap() {
+        let t = crate::testutil::TempDir::new("logrot");
+        let path = t.0.join("amp.log");
+        set_max_bytes(4096);
+        let mut f = RotatingFile::open(path.clone()).unwrap();
+        let line = format!("{}\n", "y".repeat(99));
+        for _ in 0..200 {
+            f.write(&line);
+        }
+        let size = std::fs::metadata(&path).unwrap().len();
+        let old = std::fs::metadata(rotated_path(&path)).unwrap().len();
+        assert!(size <= 4096 && old <= 4096, "{size} {old}");
+        assert!(!t.0.join("amp.log.2").exists());
+        set_max_bytes(DEFAULT_MAX_BYTES);
+    }
 }

@@ -43,9 +43,11 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         return Ok(started_info(&session.shared));
     }
     if let Some(file) = &options.log_file {
+        log::set_max_bytes(options.log_max_bytes);
         log::init(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
     }
     crate::filetext::set_read_options(options.read_options.clone());
+    raise_nofile_limit();
     let lock_dir = lockfile::lock_dir_from_env()
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
     let listener = bind(&options).map_err(|e| remember(format!("cannot listen on 127.0.0.1: {e}")))?;
@@ -120,6 +122,29 @@ fn bind(options: &ServerOptions) -> std::io::Result<StdListener> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no port to try")))
+}
+
+/// Raises the soft limit of open files to the hard limit, once: a flood of
+/// connections should meet the handshake limits, not `EMFILE` (which would
+/// also stop Neovim from opening files). Only ever raised, never lowered.
+fn raise_nofile_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: plain syscalls on a local struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+                return;
+            }
+            let old = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                log::info(format!("open files limit raised from {old} to {}", lim.rlim_cur));
+            } else {
+                log::warn(format!("cannot raise the open files limit from {old}: {}", std::io::Error::last_os_error()));
+            }
+        }
+    });
 }
 
 /// Stops the server: clients get a close frame, the runtime ends, the

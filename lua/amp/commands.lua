@@ -143,7 +143,8 @@ M.register("log", {
       H.warn(("amp: no log file yet at %s"):format(path))
       return
     end
-    vim.cmd.split({ args = { vim.fn.fnameescape(path) }, mods = args.smods })
+    -- The name as one literal argument (no escaping, no expansion).
+    vim.api.nvim_cmd({ cmd = "split", args = { path }, mods = args.smods, magic = { file = false } }, {})
   end,
 })
 
@@ -334,42 +335,42 @@ function H.filter(items, prefix)
   end, items)
 end
 
+--- The status on one line, most important first (it is cut to fit the
+--- screen: a longer message would stop Neovim at a hit-enter prompt, where
+--- agent requests wait). Everything else: require("amp").status() and
+--- :checkhealth amp.
 function H.status_text()
   local status = require("amp").status()
-  local native = require("amp.native")
-  local lines = {}
+  local parts = {}
   if status.running then
-    table.insert(lines, ("amp: running on 127.0.0.1:%s"):format(status.port))
+    local clients = tonumber(status.clients) or 0
+    parts[1] = ("amp: running on 127.0.0.1:%s, %d client%s"):format(status.port, clients, clients == 1 and "" or "s")
   else
-    table.insert(lines, "amp: not running")
+    parts[1] = "amp: not running"
   end
-  local function add(label, value)
-    if value ~= nil and value ~= vim.NIL then
-      table.insert(lines, ("  %-10s %s"):format(label, value))
-    end
+  local err = status.last_error
+  if err ~= nil and err ~= vim.NIL then
+    parts[#parts + 1] = "last error: " .. tostring(err)
   end
-  if status.running then
-    add("lockfile", status.lockfile)
-    add("workspace", table.concat(status.workspace_folders or {}, ", "))
-    add("clients", status.clients)
+  if status.running and status.workspace_folders and status.workspace_folders[1] then
+    parts[#parts + 1] = vim.fn.fnamemodify(status.workspace_folders[1], ":~")
   end
-  add("version", status.version)
-  add("library", native.library_path())
-  add("log", require("amp").get_config().log_file)
-  add("last error", status.last_error or "none")
-  return table.concat(lines, "\n")
+  parts[#parts + 1] = "v" .. tostring(status.version)
+  return table.concat(parts, ", ")
 end
 
+-- One line each (amp.notify): a longer message stops Neovim at a hit-enter
+-- prompt, where agent requests wait.
 function H.info(msg)
-  vim.notify(msg, vim.log.levels.INFO, { title = "amp" })
+  require("amp.notify").notify(msg, vim.log.levels.INFO)
 end
 
 function H.warn(msg)
-  vim.notify(msg, vim.log.levels.WARN, { title = "amp" })
+  require("amp.notify").notify(msg, vim.log.levels.WARN)
 end
 
 function H.error(msg)
-  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+  require("amp.notify").notify(msg, vim.log.levels.ERROR)
 end
 
 return M

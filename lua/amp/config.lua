@@ -14,11 +14,15 @@ local H = {}
 ---@field send_queue integer outbound messages queued per client before it is dropped
 ---@field ping_interval_ms integer WebSocket ping keepalive period
 ---@field allowed_origins string[] `Origin` header values accepted (default: none)
+---@field max_pending_handshakes integer connections still in their handshake; the oldest goes first
+---@field handshake_timeout_ms integer a handshake not finished by then is dropped
+---@field max_inflight_bytes integer bytes of requests in flight, all clients together
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
+---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
 ---@field server amp.ServerConfig
 ---@field selection { interval_ms: integer }
 ---@field watch { enabled: boolean, debounce_ms: integer }
@@ -33,6 +37,9 @@ M.defaults = {
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
   log_file = nil,
+  -- Cap of the log file (bytes): past it the file is renamed `<file>.1`
+  -- (replacing the previous one) and a new one is started.
+  log_max_bytes = 10 * 1024 * 1024,
   server = {
     -- TCP port on 127.0.0.1; 0 lets the OS pick a free one.
     port = 0,
@@ -48,6 +55,16 @@ M.defaults = {
     ping_interval_ms = 30000,
     -- `Origin` header values accepted; any other Origin is refused (403).
     allowed_origins = {},
+    -- Connections between accept and a finished WebSocket handshake; when
+    -- one more comes, the oldest is dropped (a flood of half-open
+    -- connections cannot use up file descriptors).
+    max_pending_handshakes = 16,
+    -- A handshake not finished within this long is dropped (milliseconds).
+    handshake_timeout_ms = 2000,
+    -- Bytes of requests in flight, all clients together, from the read of
+    -- a message until its answer is sent (counted twice: text and decoded
+    -- form); past it, connections are not read until answers go out.
+    max_inflight_bytes = 256 * 1024 * 1024,
   },
   selection = {
     -- Debounce of selection updates sent to the agent (milliseconds).
@@ -141,6 +158,7 @@ function M.validate(config)
     { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
+    { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
     { "server.port", config.server.port, H.is_port_or_zero, "an integer between 0 and 65535" },
     {
       "server.port_range",
@@ -154,6 +172,16 @@ function M.validate(config)
     { "server.send_queue", config.server.send_queue, H.is_positive_int, "a positive integer", 1, 1000000 },
     { "server.ping_interval_ms", config.server.ping_interval_ms, H.is_positive_int, "a positive integer", 100, 3600000 },
     { "server.allowed_origins", config.server.allowed_origins, H.is_string_list, "a list of strings" },
+    { "server.max_pending_handshakes", config.server.max_pending_handshakes, H.is_positive_int, "a positive integer", 1, 10000 },
+    { "server.handshake_timeout_ms", config.server.handshake_timeout_ms, H.is_positive_int, "a positive integer", 100, 60000 },
+    {
+      "server.max_inflight_bytes",
+      config.server.max_inflight_bytes,
+      H.is_positive_int,
+      "a positive integer",
+      1048576,
+      4294967295,
+    },
     { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },

@@ -29,13 +29,13 @@ function M.setup(opts)
     error(err, 2)
   end
   if warning then
-    vim.notify(warning, vim.log.levels.WARN, { title = "amp" })
+    require("amp.notify").notify(warning, vim.log.levels.WARN)
   end
   H.config = config
   H.create_autocmds()
   if native.loaded() or native.load() then
     vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
-    native.call("configure_log", config.log_file, config.log_level)
+    native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   end
   H.configure_openctx(config)
 
@@ -165,6 +165,10 @@ function H.native_opts(config, version)
     send_queue = server.send_queue,
     ping_interval_ms = server.ping_interval_ms,
     allowed_origins = server.allowed_origins,
+    max_pending_handshakes = server.max_pending_handshakes,
+    handshake_timeout_ms = server.handshake_timeout_ms,
+    max_inflight_bytes = server.max_inflight_bytes,
+    log_max_bytes = config.log_max_bytes,
     plugin_version = version,
     plugin_directory = native.root(),
     log_file = config.log_file,
@@ -196,6 +200,7 @@ function H.server_part(config)
     edits = config.edits,
     log_file = config.log_file,
     log_level = config.log_level,
+    log_max_bytes = config.log_max_bytes,
   })
 end
 
@@ -287,7 +292,7 @@ function H.fail(msg, automatic)
     end
     H.reported[msg] = true
   end
-  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+  require("amp.notify").notify(msg, vim.log.levels.ERROR)
 end
 
 return M

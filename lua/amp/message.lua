@@ -40,7 +40,7 @@ function H.broadcast(name, message)
 end
 
 function H.refuse(reason)
-  vim.notify(reason, vim.log.levels.WARN, { title = "amp" })
+  require("amp.notify").notify(reason, vim.log.levels.WARN)
   return false, reason
 end
 

@@ -165,7 +165,7 @@ function M.toggle()
   if H.visible then
     M.reset()
   end
-  vim.notify("amp: annotations " .. (H.visible and "shown" or "hidden"), vim.log.levels.INFO, { title = "amp" })
+  require("amp.notify").notify("amp: annotations " .. (H.visible and "shown" or "hidden"), vim.log.levels.INFO)
 end
 
 --- The annotations drawn in `buf`, each with `provider`, `uri`, `range`, `item`.
@@ -197,7 +197,7 @@ function M.list()
     })
   end
   if #items == 0 then
-    vim.notify("amp: no annotations in this buffer", vim.log.levels.INFO, { title = "amp" })
+    require("amp.notify").notify("amp: no annotations in this buffer", vim.log.levels.INFO)
     return false
   end
   vim.fn.setqflist({}, " ", { title = "OpenCtx annotations", items = items })
@@ -218,7 +218,7 @@ end
 function M.hover()
   local found = M.at_cursor()
   if #found == 0 then
-    vim.notify("amp: no annotation on this line", vim.log.levels.INFO, { title = "amp" })
+    require("amp.notify").notify("amp: no annotation on this line", vim.log.levels.INFO)
     return nil
   end
   local lines = {}
@@ -249,7 +249,7 @@ function M.open()
     return a.item and a.item.url
   end, M.at_cursor())
   if #with_url == 0 then
-    vim.notify("amp: no annotation with a URL on this line", vim.log.levels.INFO, { title = "amp" })
+    require("amp.notify").notify("amp: no annotation with a URL on this line", vim.log.levels.INFO)
     return false
   end
   local function go(a)
@@ -287,13 +287,13 @@ function H.request(fn, args, callback)
   local _, err = native.call(fn, unpack(args))
   if err then
     H.pending[id] = nil
-    vim.notify("amp: " .. err, vim.log.levels.ERROR, { title = "amp" })
+    require("amp.notify").notify("amp: " .. err, vim.log.levels.ERROR)
   end
 end
 
 local function report_failures(result)
   for _, f in ipairs(result.failures or {}) do
-    vim.notify(("OpenCtx provider %s: %s"):format(f.provider, f.message), vim.log.levels.WARN, { title = "amp" })
+    require("amp.notify").notify(("OpenCtx provider %s: %s"):format(f.provider, f.message), vim.log.levels.WARN)
   end
 end
 
@@ -301,7 +301,7 @@ end
 --- no agent is connected.
 function M.deliver(text, title)
   if text == "" then
-    vim.notify("amp: the provider returned no content for the agent", vim.log.levels.WARN, { title = "amp" })
+    require("amp.notify").notify("amp: the provider returned no content for the agent", vim.log.levels.WARN)
     return "none"
   end
   local status = require("amp").status()
@@ -339,7 +339,7 @@ function M.mention(query, on_done)
     report_failures(result)
     local mentions = result.mentions or {}
     if #mentions == 0 then
-      vim.notify("amp: no mentions" .. (query and query ~= "" and (" for '" .. query .. "'") or ""), vim.log.levels.INFO, { title = "amp" })
+      require("amp.notify").notify("amp: no mentions" .. (query and query ~= "" and (" for '" .. query .. "'") or ""), vim.log.levels.INFO)
       return
     end
     vim.ui.select(mentions, {
@@ -354,7 +354,7 @@ function M.mention(query, on_done)
       end
       H.request("openctx_items_mention", { choice.provider, choice.mention }, function(res)
         if res.error then
-          vim.notify("amp: " .. res.error, vim.log.levels.WARN, { title = "amp" })
+          require("amp.notify").notify("amp: " .. res.error, vim.log.levels.WARN)
         end
         local where = M.deliver(items_text(res.items or {}), choice.mention.title)
         if on_done then
@@ -374,7 +374,7 @@ function M.context(message, on_done)
       return x.item
     end, result.items or {})
     if #items == 0 then
-      vim.notify("amp: no provider has context for that message", vim.log.levels.INFO, { title = "amp" })
+      require("amp.notify").notify("amp: no provider has context for that message", vim.log.levels.INFO)
       if on_done then
         on_done("none")
       end

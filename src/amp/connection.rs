@@ -15,7 +15,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response as HttpResponse};
@@ -30,12 +30,11 @@ use super::context::{PublishedSelection, PublishedVisibleFiles};
 use super::handshake::{admit, Admission, UpgradeRequest};
 use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
-use super::server::{ClientHandle, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
+use super::server::{ClientHandle, HandshakeSlot, Outgoing, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
 use crate::editor::events;
 use crate::{bridge, log};
 
 const MAX_IN_FLIGHT: usize = 64;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client that accepts no bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -45,13 +44,27 @@ const FRAGMENT_BYTES: usize = 64 * 1024;
 
 type Ws = WebSocketStream<TcpStream>;
 
-pub async fn serve(stream: TcpStream, shared: Arc<Shared>) {
-    let Some((ws, authenticated)) = upgrade(stream, &shared).await else { return };
+pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) {
+    // Until the client is admitted it holds a place among the pending
+    // handshakes and goes when a newer connection needs the place.
+    let cancel = slot.cancel.clone();
+    let upgraded = tokio::select! {
+        upgraded = upgrade(stream, &shared) => upgraded,
+        _ = cancel.notified() => {
+            log::limited("handshake dropped", log::Level::Debug, "handshake dropped: too many pending handshakes");
+            return;
+        }
+    };
+    let Some((ws, authenticated)) = upgraded else { return };
     if !authenticated {
-        log::warn("client rejected: wrong or missing auth token");
-        close(ws, CloseCode::Normal, "Authentication failed").await;
+        log::limited("wrong token", log::Level::Warn, "client rejected: wrong or missing auth token");
+        tokio::select! {
+            _ = close(ws, CloseCode::Normal, "Authentication failed") => {}
+            _ = cancel.notified() => {}
+        }
         return;
     }
+    drop(slot);
     let (outbound, queue) = mpsc::channel(shared.options.send_queue);
     let dialect = Arc::new(AtomicU8::new(DIALECT_UNKNOWN));
     let kick = Arc::new(Notify::new());
@@ -64,7 +77,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         })
     };
     let Some((id, count)) = admitted else {
-        log::warn("client rejected: too many clients");
+        log::limited("too many clients", log::Level::Warn, "client rejected: too many clients");
         close(ws, CloseCode::Again, "Too many clients").await;
         return;
     };
@@ -96,30 +109,37 @@ async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
         ..Default::default()
     };
     let mut authenticated = false;
+    // The error type is tungstenite's (its Callback trait), boxing is not ours to choose.
+    #[allow(clippy::result_large_err)]
     let check = |req: &HttpRequest, resp: HttpResponse| -> Result<HttpResponse, ErrorResponse> {
-        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-        let upgrade = UpgradeRequest { host: header("host"), origin: header("origin"), query: req.uri().query() };
+        // A header that is not visible ASCII still counts as present (lossy
+        // text): an Origin of raw bytes must be refused, not ignored.
+        let header = |name: &str| req.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let (host, origin) = (header("host"), header("origin"));
+        let upgrade = UpgradeRequest { host: host.as_deref(), origin: origin.as_deref(), query: req.uri().query() };
         match admit(&upgrade, &shared.token, &shared.options.allowed_origins) {
             Admission::Upgrade { authenticated: ok } => {
                 authenticated = ok;
                 Ok(resp)
             }
             Admission::Forbidden(why) => {
-                log::warn(format!("handshake refused: {why}"));
+                // `why` quotes the peer's headers cut and escaped (handshake.rs).
+                log::limited("handshake refused", log::Level::Warn, format!("handshake refused: {why}"));
                 let mut refusal = ErrorResponse::new(Some(format!("Forbidden: {why}\n")));
                 *refusal.status_mut() = StatusCode::FORBIDDEN;
                 Err(refusal)
             }
         }
     };
-    match timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))).await {
+    let deadline = Duration::from_millis(shared.options.handshake_timeout_ms);
+    match timeout(deadline, tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))).await {
         Ok(Ok(ws)) => Some((ws, authenticated)),
         Ok(Err(e)) => {
-            log::debug(format!("handshake failed: {e}"));
+            log::limited("handshake failed", log::Level::Debug, format!("handshake failed: {}", log::untrusted(&e.to_string())));
             None
         }
         Err(_) => {
-            log::debug("handshake timed out");
+            log::limited("handshake timed out", log::Level::Debug, "handshake timed out");
             None
         }
     }
@@ -129,8 +149,8 @@ async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
 async fn run(
     mut ws: Ws,
     shared: &Arc<Shared>,
-    outbound: mpsc::Sender<JsonText>,
-    mut queue: mpsc::Receiver<JsonText>,
+    outbound: mpsc::Sender<Outgoing>,
+    mut queue: mpsc::Receiver<Outgoing>,
     dialect: Arc<AtomicU8>,
     kick: Arc<Notify>,
 ) -> String {
@@ -143,20 +163,46 @@ async fn run(
         close(ws, CloseCode::Away, "Neovim is shutting down").await;
         return "server shutting down".into();
     }
+    // A frame read while the in-flight budget was spent, and its wait for
+    // room: no further frame is read meanwhile (back-pressure through TCP),
+    // but the queue keeps being sent, which is what gives room back.
+    let mut over_budget: Option<(String, BudgetWait)> = None;
+    let spawn_request = |text: String, held: OwnedSemaphorePermit| {
+        let permit = in_flight.clone().try_acquire_owned().expect("guarded by available_permits");
+        let (shared, outbound, dialect) = (shared.clone(), outbound.clone(), dialect.clone());
+        tokio::spawn(async move {
+            let reply = super::requests::answer(&text, &shared, &dialect).await;
+            drop(text);
+            // Release before queueing: the loop re-checks permits when it drains the queue.
+            drop(permit);
+            // The frame's bytes stay counted until its answer is sent.
+            let _ = outbound.send(Outgoing { text: reply, held: Some(held) }).await;
+        });
+    };
     loop {
         tokio::select! {
-            frame = ws.next(), if in_flight.available_permits() > 0 => {
+            held = async { over_budget.as_mut().expect("guarded").1.as_mut().await }, if over_budget.is_some() => {
+                let (text, _) = over_budget.take().expect("guarded");
+                match held {
+                    Ok(held) => spawn_request(text, held),
+                    Err(_) => return "server shutting down".into(),
+                }
+            }
+            frame = ws.next(), if over_budget.is_none() && in_flight.available_permits() > 0 => {
                 last_heard = Instant::now();
                 match frame {
                     Some(Ok(Message::Text(text))) => {
-                        let permit = in_flight.clone().try_acquire_owned().expect("guarded by available_permits");
-                        let (shared, outbound, dialect) = (shared.clone(), outbound.clone(), dialect.clone());
-                        tokio::spawn(async move {
-                            let reply = super::requests::answer(&text, &shared, &dialect).await;
-                            // Release before queueing: the loop re-checks permits when it drains the queue.
-                            drop(permit);
-                            let _ = outbound.send(reply).await;
-                        });
+                        let cost = budget_cost(text.len(), shared.options.max_inflight_bytes);
+                        match shared.budget.clone().try_acquire_many_owned(cost) {
+                            Ok(held) => spawn_request(text, held),
+                            Err(_) => {
+                                log::limited("in-flight budget", log::Level::Info, format!(
+                                    "requests in flight reached max_inflight_bytes ({} bytes): reading paused until answers are sent",
+                                    shared.options.max_inflight_bytes
+                                ));
+                                over_budget = Some((text, Box::pin(shared.budget.clone().acquire_many_owned(cost))));
+                            }
+                        }
                     }
                     Some(Ok(Message::Binary(_))) => {
                         close(ws, CloseCode::Unsupported, "Binary frames are not supported; send JSON in text frames").await;
@@ -185,11 +231,13 @@ async fn run(
                     Some(Err(e)) => return format!("connection error: {e}"),
                 }
             }
-            Some(text) = queue.recv() => {
+            Some(out) = queue.recv() => {
+                let Outgoing { text, held } = out;
                 let sent = match text {
                     JsonText::Whole(text) => timeout(WRITE_TIMEOUT, ws.send(Message::Text(text))).await,
                     JsonText::Piecewise(long) => timeout(WRITE_TIMEOUT, send_in_fragments(&mut ws, &long)).await,
                 };
+                drop(held);
                 match sent {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return format!("write failed: {e}"),
@@ -274,7 +322,7 @@ async fn send_in_fragments(ws: &mut Ws, long: &Piecewise) -> Result<(), WsError>
 /// connect, then whenever they change, at most one selection per
 /// `selection_interval_ms` (a burst is coalesced and always ends with the
 /// latest state), never the same state twice.
-async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<JsonText>, dialect: Arc<AtomicU8>) {
+async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<Outgoing>, dialect: Arc<AtomicU8>) {
     let interval = Duration::from_millis(shared.options.selection_interval_ms);
     let mut selection = shared.selection.subscribe();
     let mut visible = shared.visible_files.subscribe();
@@ -313,6 +361,18 @@ async fn push_context(shared: Arc<Shared>, outbound: mpsc::Sender<JsonText>, dia
     }
 }
 
+type BudgetWait = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<OwnedSemaphorePermit, tokio::sync::AcquireError>> + Send>,
+>;
+
+/// The permits a frame of `len` bytes takes from the in-flight budget:
+/// twice its length, since the text and its decoded form (serde_json's copy
+/// of every string) both live until the answer is sent; never more than the
+/// whole budget (or it could never run).
+fn budget_cost(len: usize, budget: usize) -> u32 {
+    len.saturating_mul(2).clamp(1, budget.min(u32::MAX as usize)) as u32
+}
+
 fn current_dialect(slot: &AtomicU8) -> Dialect {
     if slot.load(Ordering::Relaxed) == DIALECT_WRAPPED { Dialect::Wrapped } else { Dialect::Flat }
 }
@@ -324,4 +384,15 @@ pub fn note_dialect(slot: &AtomicU8, dialect: Dialect) {
         Dialect::Wrapped => DIALECT_WRAPPED,
     };
     let _ = slot.compare_exchange(DIALECT_UNKNOWN, value, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn budget_cost_is_twice_the_frame_within_the_budget() {
+        assert_eq!(super::budget_cost(0, 1 << 20), 1);
+        assert_eq!(super::budget_cost(1000, 1 << 20), 2000);
+        assert_eq!(super::budget_cost(1 << 30, 1 << 20), 1 << 20);
+        assert_eq!(super::budget_cost(usize::MAX, usize::MAX), u32::MAX);
+    }
 }

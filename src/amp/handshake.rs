@@ -8,6 +8,7 @@
 //! closed with code 1000 and reason `Authentication failed`.
 
 use super::token::tokens_match;
+use crate::log::untrusted;
 
 /// What the upgrade request carried, as plain strings.
 #[derive(Debug, Default, Clone)]
@@ -30,12 +31,13 @@ pub enum Admission {
 pub fn admit(req: &UpgradeRequest<'_>, token: &str, allowed_origins: &[String]) -> Admission {
     match req.host {
         Some(host) if is_loopback_host(host) => {}
-        Some(host) => return Admission::Forbidden(format!("Host '{host}' is not a loopback address")),
+        // Whatever the peer sent is cut and escaped: the reason is logged and sent back.
+        Some(host) => return Admission::Forbidden(format!("Host '{}' is not a loopback address", untrusted(host))),
         None => return Admission::Forbidden("missing Host header".into()),
     }
     if let Some(origin) = req.origin {
         if !allowed_origins.iter().any(|allowed| allowed == origin) {
-            return Admission::Forbidden(format!("Origin '{origin}' is not allowed"));
+            return Admission::Forbidden(format!("Origin '{}' is not allowed", untrusted(origin)));
         }
     }
     let given = req.query.and_then(|q| query_param(q, "auth"));
@@ -132,6 +134,17 @@ mod tests {
         assert_eq!(admit(&req(Some("localhost"), Some("http://ok.test"), Some("auth=t")), "t", &allowed), Admission::Upgrade { authenticated: true });
         assert!(matches!(admit(&req(Some("evil.test"), None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
         assert!(matches!(admit(&req(None, None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
+    }
+
+    #[test]
+    fn refusals_carry_a_cut_escaped_copy_of_the_header() {
+        let origin = format!("https://evil.test/\r\nX-Forged: 1\u{1b}[2J{}", "o".repeat(100_000));
+        let Admission::Forbidden(why) = admit(&req(Some("localhost"), Some(&origin), None), "t", &[]) else { panic!() };
+        assert!(why.len() < 300, "{}", why.len());
+        assert!(!why.contains('\r') && !why.contains('\n') && !why.contains('\u{1b}'), "{why}");
+        let host = "h\n".repeat(10_000);
+        let Admission::Forbidden(why) = admit(&req(Some(&host), None, None), "t", &[]) else { panic!() };
+        assert!(why.len() < 700 && !why.contains('\n'), "{}", why.len());
     }
 
     #[test]

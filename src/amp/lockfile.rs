@@ -62,17 +62,73 @@ pub fn lock_dir_from_env() -> Option<PathBuf> {
 /// Creates `dir` (and missing ancestors) and makes `dir` and its parent mode 0700.
 ///
 /// Only those two (`amp/ide` and `amp`) are tightened; shared ancestors such as
-/// `~/.local/share` keep their modes.
+/// `~/.local/share` keep their modes. Neither may be a symbolic link: a link
+/// would have the chmod land on whatever it points to (a shared 1777 directory
+/// made private, or another user's trap), so a linked `amp` or `ide` is an
+/// error that names it. The modes are set with `fchmod` on descriptors opened
+/// with `O_NOFOLLOW | O_DIRECTORY`, `ide` relative to `amp`'s descriptor, so
+/// swapping in a link after the check changes nothing either.
 pub fn ensure_dir(dir: &Path) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
-    fs::set_permissions(dir, Permissions::from_mode(0o700))?;
-    if let Some(parent) = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty() && *p != Path::new("/"))
-    {
-        fs::set_permissions(parent, Permissions::from_mode(0o700))?;
+    // Refuse a linked `amp` before create_dir_all creates `ide` through it.
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty() && *p != Path::new("/"));
+    for d in parent.into_iter().chain(std::iter::once(dir)) {
+        refuse_symlink(d)?;
     }
-    Ok(())
+    fs::create_dir_all(dir)?;
+    match parent {
+        Some(parent) => {
+            let amp = open_dir_nofollow(None, parent)?;
+            amp.set_permissions(Permissions::from_mode(0o700))?;
+            let name = dir.file_name().ok_or_else(|| io::Error::other(format!("{} has no name", dir.display())))?;
+            let ide = open_dir_nofollow(Some(&amp), Path::new(name)).map_err(|e| named(dir, e))?;
+            ide.set_permissions(Permissions::from_mode(0o700))
+        }
+        None => open_dir_nofollow(None, dir)?.set_permissions(Permissions::from_mode(0o700)),
+    }
+}
+
+/// An error naming `path` when it is a symbolic link (absent is fine).
+fn refuse_symlink(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(symlink_error(path)),
+        _ => Ok(()),
+    }
+}
+
+fn symlink_error(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} is a symbolic link: the lockfile directory must be a real directory \
+             (its mode is never changed through a link); replace the link with a directory",
+            path.display()
+        ),
+    )
+}
+
+fn named(path: &Path, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+        symlink_error(path)
+    } else {
+        e
+    }
+}
+
+/// Opens the directory `path` (relative to `at` when given) without
+/// following a final symbolic link.
+fn open_dir_nofollow(at: Option<&File>, path: &Path) -> io::Result<File> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::{AsRawFd, FromRawFd};
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let dirfd = at.map_or(libc::AT_FDCWD, |f| f.as_raw_fd());
+    // SAFETY: a valid NUL-terminated path and a descriptor we own (or AT_FDCWD).
+    let fd = unsafe { libc::openat(dirfd, c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(named(path, io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// Path of the lockfile for `port`: `<dir>/<port>.json`.
@@ -250,6 +306,42 @@ mod tests {
         ensure_dir(&ide).unwrap();
         assert_eq!(mode(&ide), 0o700);
         assert_eq!(mode(&amp), 0o700);
+    }
+
+    #[test]
+    fn ensure_dir_never_chmods_through_a_symlink() {
+        let t = TempDir::new("ensure-link");
+        // A shared sticky world-writable directory, like /tmp.
+        let shared = t.0.join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, Permissions::from_mode(0o1777)).unwrap();
+        fs::create_dir(shared.join("ide")).unwrap();
+        fs::set_permissions(shared.join("ide"), Permissions::from_mode(0o1777)).unwrap();
+
+        // `amp` is a link to it.
+        let base = t.0.join("data");
+        fs::create_dir(&base).unwrap();
+        std::os::unix::fs::symlink(&shared, base.join("amp")).unwrap();
+        let e = ensure_dir(&base.join("amp").join("ide")).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert!(e.to_string().contains("amp"), "{e}");
+        assert_eq!(mode(&shared), 0o1777);
+        assert_eq!(mode(&shared.join("ide")), 0o1777);
+        assert!(write(&base.join("amp").join("ide"), &sample(4242, 1)).is_err());
+        assert!(!shared.join("ide").join("4242.json").exists());
+
+        // `ide` is a link to it.
+        let base2 = t.0.join("data2");
+        fs::create_dir_all(base2.join("amp")).unwrap();
+        std::os::unix::fs::symlink(&shared, base2.join("amp").join("ide")).unwrap();
+        let e = ensure_dir(&base2.join("amp").join("ide")).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert_eq!(mode(&shared), 0o1777);
+
+        // The nofollow open itself refuses a link (the race after the check).
+        let e = open_dir_nofollow(None, &base.join("amp")).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert_eq!(mode(&shared), 0o1777);
     }
 
     #[test]

@@ -15,6 +15,16 @@ pub struct ServerOptions {
     pub max_clients: usize,
     pub send_queue: usize,
     pub ping_interval_ms: u64,
+    /// Connections between accept and a finished handshake (the oldest is
+    /// dropped when one more comes).
+    pub max_pending_handshakes: usize,
+    /// A handshake not finished within this long is dropped.
+    pub handshake_timeout_ms: u64,
+    /// Bytes of requests in flight across all clients, from the frame's read
+    /// to its answer's send; past it connections are not read (back-pressure).
+    pub max_inflight_bytes: usize,
+    /// The log file's cap; past it the file is rotated to `<file>.1`.
+    pub log_max_bytes: u64,
     /// At most one selection notification per client per this many ms.
     pub selection_interval_ms: u64,
     pub allowed_origins: Vec<String>,
@@ -46,6 +56,10 @@ impl Default for ServerOptions {
             max_clients: 32,
             send_queue: 1024,
             ping_interval_ms: 30_000,
+            max_pending_handshakes: 16,
+            handshake_timeout_ms: 2_000,
+            max_inflight_bytes: 256 * 1024 * 1024,
+            log_max_bytes: crate::log::DEFAULT_MAX_BYTES,
             selection_interval_ms: 10,
             allowed_origins: Vec::new(),
             watch_files: true,
@@ -95,6 +109,10 @@ impl ServerOptions {
                 "max_clients" => o.max_clients = int(key, v, 1, 10_000)? as usize,
                 "send_queue" => o.send_queue = int(key, v, 1, 1_000_000)? as usize,
                 "ping_interval_ms" => o.ping_interval_ms = int(key, v, 100, 3_600_000)?,
+                "max_pending_handshakes" => o.max_pending_handshakes = int(key, v, 1, 10_000)? as usize,
+                "handshake_timeout_ms" => o.handshake_timeout_ms = int(key, v, 100, 60_000)?,
+                "max_inflight_bytes" => o.max_inflight_bytes = int(key, v, 1024 * 1024, u32::MAX as u64)? as usize,
+                "log_max_bytes" => o.log_max_bytes = int(key, v, 4096, u64::MAX >> 1)?,
                 "selection_interval_ms" => o.selection_interval_ms = int(key, v, 0, 10_000)?,
                 "allowed_origins" => o.allowed_origins = strings(key, v)?,
                 "watch_files" => o.watch_files = v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?,
@@ -162,6 +180,11 @@ mod tests {
         assert_eq!(o.max_frame_bytes, 64 * 1024 * 1024);
         assert_eq!(o.max_clients, 32);
         assert!(o.allowed_origins.is_empty());
+        assert_eq!(o.max_pending_handshakes, 16);
+        assert_eq!(o.handshake_timeout_ms, 2000);
+        assert_eq!(o.max_inflight_bytes, 256 * 1024 * 1024);
+        let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "max_inflight_bytes": 10})).unwrap_err();
+        assert!(e.contains("max_inflight_bytes must be an integer from 1048576"), "{e}");
     }
 
     #[test]

@@ -468,6 +468,24 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
     Ok(object([("entries", Value::Array(entries))]))
 }
 
+/// What a file is when it is neither a regular file nor a directory.
+fn not_openable(kind: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_file() || kind.is_dir() {
+        None
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
 async fn open_uri(uri: &str) -> Result<Value, RpcError> {
     let opened = match scheme(uri).as_deref() {
         Some("file") => {
@@ -475,8 +493,19 @@ async fn open_uri(uri: &str) -> Result<Value, RpcError> {
                 Ok(p) => p,
                 Err(e) => return Ok(failure(format!("cannot open {uri}: {e}"))),
             };
-            if let Err(e) = tokio::fs::metadata(&path).await {
-                return Ok(failure(io_message(&path, &e)));
+            // Checked here, off the main thread: opening a FIFO there would
+            // block Neovim until a writer comes (forever), and a device or a
+            // socket is nothing to edit. The target of a symlink decides.
+            match tokio::fs::metadata(&path).await {
+                Ok(meta) => {
+                    if let Some(kind) = not_openable(&meta.file_type()) {
+                        return Ok(failure(format!(
+                            "cannot open {}: it is {kind}; only regular files and directories are opened",
+                            path.display()
+                        )));
+                    }
+                }
+                Err(e) => return Ok(failure(io_message(&path, &e))),
             }
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
             on_main(move || open::open_path(path, selection)).await

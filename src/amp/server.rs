@@ -24,10 +24,51 @@ pub const DIALECT_WRAPPED: u8 = 2;
 
 /// What the server keeps of one connected client.
 pub struct ClientHandle {
-    pub outbound: mpsc::Sender<JsonText>,
+    pub outbound: mpsc::Sender<Outgoing>,
     pub dialect: Arc<AtomicU8>,
     /// Wakes the connection to close it (its queue overflowed).
     pub kick: Arc<Notify>,
+}
+
+/// One message queued for a client, and the share of the in-flight budget
+/// its request holds until the message is sent (`None` for notifications).
+pub struct Outgoing {
+    pub text: JsonText,
+    pub held: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl From<JsonText> for Outgoing {
+    fn from(text: JsonText) -> Self {
+        Self { text, held: None }
+    }
+}
+
+impl From<String> for Outgoing {
+    fn from(text: String) -> Self {
+        Self { text: text.into(), held: None }
+    }
+}
+
+/// The connections between accept and a finished handshake, oldest first.
+#[derive(Default)]
+struct Pending {
+    next_id: u64,
+    queue: std::collections::VecDeque<(u64, Arc<Notify>)>,
+}
+
+/// A connection's place among the pending handshakes: `cancel` fires when
+/// it is dropped to make room; leaving the place (drop) removes it.
+pub struct HandshakeSlot {
+    shared: Arc<Shared>,
+    id: u64,
+    pub cancel: Arc<Notify>,
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.queue.retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// State shared by the accept loop, every connection and the Lua-facing
@@ -55,10 +96,17 @@ pub struct Shared {
     pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::filewatch::WatchCommand>>,
     /// Serialises lockfile writes so an older write never lands last.
     lock_writes: tokio::sync::Mutex<()>,
+    /// Connections still in their handshake (see [`Shared::begin_handshake`]).
+    pending: Mutex<Pending>,
+    /// Bytes of requests in flight, across all clients: a frame takes its
+    /// length from here when it is read and gives it back once its answer
+    /// is sent ([`ServerOptions::max_inflight_bytes`]).
+    pub budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
     pub fn new(options: ServerOptions, token: String, port: u16, lock_dir: PathBuf, shutdown: watch::Receiver<bool>) -> Self {
+        let options_budget = options.max_inflight_bytes;
         Self {
             workspace: RwLock::new(options.workspace_folders.clone()),
             options,
@@ -74,7 +122,31 @@ impl Shared {
             loaded_buffers: RwLock::new(None),
             file_watch: std::sync::OnceLock::new(),
             lock_writes: tokio::sync::Mutex::new(()),
+            pending: Mutex::new(Pending::default()),
+            budget: Arc::new(tokio::sync::Semaphore::new(options_budget)),
         }
+    }
+
+    /// Registers a connection that starts its handshake. When more than
+    /// `max_pending_handshakes` are pending, the oldest is told to go: a
+    /// flood of half-open connections can hold only that many descriptors.
+    pub fn begin_handshake(self: &Arc<Self>) -> HandshakeSlot {
+        let cancel = Arc::new(Notify::new());
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.next_id += 1;
+        let id = pending.next_id;
+        pending.queue.push_back((id, cancel.clone()));
+        while pending.queue.len() > self.options.max_pending_handshakes {
+            if let Some((_, oldest)) = pending.queue.pop_front() {
+                // notify_one keeps the wake-up if the task is not waiting yet.
+                oldest.notify_one();
+            }
+        }
+        HandshakeSlot { shared: self.clone(), id, cancel }
+    }
+
+    pub fn pending_handshakes(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).queue.len()
     }
 
     pub fn set_loaded_buffers(&self, names: Vec<PathBuf>) {
@@ -169,12 +241,13 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    log::debug(format!("connection from {peer}"));
-                    tokio::spawn(super::connection::serve(stream, shared.clone()));
+                    log::limited("connection from", log::Level::Debug, format!("connection from {peer}"));
+                    let slot = shared.begin_handshake();
+                    tokio::spawn(super::connection::serve(stream, shared.clone(), slot));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    log::warn(format!("accept failed: {e}"));
+                    log::limited("accept failed", log::Level::Warn, format!("accept failed: {e}"));
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },

@@ -20,15 +20,24 @@ pub fn fire(pattern: &str, data: &Value) {
     }
 }
 
-/// `vim.notify(message, vim.log.levels[level], { title = "amp" })`.
+/// `require("amp.notify").notify(message, vim.log.levels[level])`: one line,
+/// cut to fit the screen (a longer message stops Neovim at a hit-enter
+/// prompt, where agent requests wait), through `vim.notify`.
 pub fn notify(message: &str, level: &str) {
     let run = || -> mlua::Result<()> {
         let lua = nvim::lua()?;
         let vim: mlua::Table = lua.globals().get("vim")?;
         let levels: mlua::Table = vim.get::<mlua::Table>("log")?.get("levels")?;
-        let opts = lua.create_table()?;
-        opts.set("title", "amp")?;
-        nvim::global("vim.notify", (message, levels.get::<mlua::Value>(level)?, opts))
+        let level = levels.get::<mlua::Value>(level)?;
+        let require: mlua::Function = lua.globals().get("require")?;
+        match require.call::<mlua::Table>("amp.notify") {
+            Ok(module) => module.get::<mlua::Function>("notify")?.call::<()>((message, level)),
+            Err(_) => {
+                let opts = lua.create_table()?;
+                opts.set("title", "amp")?;
+                nvim::global("vim.notify", (message, level, opts))
+            }
+        }
     };
     if let Err(e) = run() {
         crate::log::warn(format!("vim.notify failed: {e}"));

@@ -426,7 +426,11 @@ function H.open_path(path, start_line, start_col, end_line, end_col)
   if shown then
     api.nvim_set_current_win(shown)
   else
-    vim.cmd("edit " .. fn.fnameescape(path))
+    -- Never through a command line: vim.cmd runs each line of its text as a
+    -- command, so a file name with a newline would run the rest (fnameescape
+    -- does not help). nvim_cmd passes the name as one argument, taken
+    -- literally (no %, #, ` or wildcard expansion).
+    api.nvim_cmd({ cmd = "edit", args = { path }, magic = { file = false } }, {})
   end
   if not start_line then
     return

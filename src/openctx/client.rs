@@ -131,7 +131,13 @@ struct Health {
 struct Provider {
     spec: ProviderSpec,
     transport: Transport,
-    meta: tokio::sync::Mutex<Option<Arc<ProviderMeta>>>,
+    /// The cached `meta` and the [`Provider::meta_epoch`] it was asked in.
+    /// The lock is held while `meta` is asked (one call, not one per
+    /// request), so nothing that must not wait for a provider takes it.
+    meta: tokio::sync::Mutex<Option<(u64, Arc<ProviderMeta>)>>,
+    /// Bumped by [`OpenCtxClient::refresh`]: a cached `meta` of an older
+    /// epoch is stale, so a refresh never waits for a `meta` in flight.
+    meta_epoch: std::sync::atomic::AtomicU64,
     meta_failed_at: Mutex<Option<Instant>>,
     health: Mutex<Health>,
 }
@@ -182,6 +188,7 @@ impl OpenCtxClient {
                     spec,
                     transport,
                     meta: tokio::sync::Mutex::new(None),
+                    meta_epoch: std::sync::atomic::AtomicU64::new(0),
                     meta_failed_at: Mutex::new(None),
                     health: Mutex::new(Health::default()),
                 })
@@ -207,9 +214,12 @@ impl OpenCtxClient {
     }
 
     /// Forgets every provider's `meta` and cached results (`:Amp annotations refresh`).
-    pub async fn refresh(&self) {
+    /// Never waits: it runs on Neovim's main thread, and a provider's `meta`
+    /// may be in flight (holding its slot) for a whole timeout; bumping the
+    /// epoch makes whatever that call stores stale.
+    pub fn refresh(&self) {
         for p in &self.providers {
-            *p.meta.lock().await = None;
+            p.meta_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             *p.meta_failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
             *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
         }
@@ -310,8 +320,11 @@ impl OpenCtxClient {
     /// hanging `meta` would otherwise each wait a whole timeout again.
     async fn meta(&self, provider: &Provider) -> Option<Arc<ProviderMeta>> {
         let mut slot = provider.meta.lock().await;
-        if let Some(meta) = slot.as_ref() {
-            return Some(meta.clone());
+        let epoch = provider.meta_epoch.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some((asked_in, meta)) = slot.as_ref() {
+            if *asked_in == epoch {
+                return Some(meta.clone());
+            }
         }
         {
             let failed = *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner());
@@ -348,7 +361,7 @@ impl OpenCtxClient {
             regexes
         });
         let meta = Arc::new(ProviderMeta { meta, annotation_selectors, message_selectors });
-        *slot = Some(meta.clone());
+        *slot = Some((epoch, meta.clone()));
         Some(meta)
     }
 

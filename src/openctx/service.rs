@@ -107,15 +107,25 @@ pub fn configure(options: ServiceOptions) -> Result<Value, String> {
 }
 
 /// Stops the service (its Node and MCP children are killed). Idempotent.
+/// Main thread, and it waits for nothing: the children are told to go and
+/// the runtime is shut down on a thread of its own (a child that outlives
+/// Neovim's exit still sees its stdin close and exits).
 pub fn stop() {
-    let Some(s) = service().take() else { return };
-    let client = s.client.clone();
-    // Bounded: children are killed on drop anyway.
-    let _ = s.runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), client.shutdown()).await });
-    s.runtime.shutdown_timeout(Duration::from_millis(200));
+    let Some(Service { runtime, client, .. }) = service().take() else { return };
     bridge::close();
     // Nothing more is drawn as lines come into view.
     annotations::forget_all();
+    let spawned = std::thread::Builder::new().name("amp-openctx-stop".into()).spawn(move || {
+        let shutting = client.clone();
+        // Bounded: children are killed on drop anyway.
+        let _ = runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), shutting.shutdown()).await });
+        drop(client);
+        runtime.shutdown_timeout(Duration::from_millis(200));
+    });
+    if let Err(e) = spawned {
+        // The closure (and the runtime) were dropped here: children killed on drop.
+        log::warn(format!("openctx: cannot start the shutdown thread: {e}"));
+    }
 }
 
 pub fn running() -> bool {
@@ -192,12 +202,13 @@ fn annotation_json(provider: &str, a: &Annotation, mark: &Mark) -> Value {
     v
 }
 
-/// Forgets metas and cached results.
+/// Forgets metas and cached results. Main thread: waits for nothing (no
+/// `block_on`, no provider lock); the annotations asked for next are
+/// delivered through the bridge as usual.
 pub fn reset() -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
-    let client = s.client.clone();
-    s.runtime.block_on(client.refresh());
+    s.client.refresh();
     Ok(())
 }
 

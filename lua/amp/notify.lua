@@ -1,0 +1,51 @@
+--- Messages of the plugin, each on one screen line.
+---
+--- A message wider than the screen (or with a newline) stops Neovim at a
+--- hit-enter prompt, and while it waits there it runs no scheduled callback:
+--- every agent request that needs the editor waits until the user presses
+--- Enter. So the plugin never shows more than one line: newlines become
+--- " | ", and the text is cut to what fits (`v:echospace`) with "…". The
+--- whole message goes to the log file when it was cut. See
+--- `:help amp-troubleshooting`.
+local M = {}
+
+--- `msg` on one line of at most `width` display cells (default: what
+--- fits before the hit-enter prompt).
+---@param msg string
+---@param width? integer
+---@return string line, boolean cut
+function M.one_line(msg, width)
+  msg = tostring(msg)
+  local line = msg:gsub("%s*\r?\n%s*", " | "):gsub("[%c]", " ")
+  width = width or math.max(vim.v.echospace, 20)
+  if vim.fn.strdisplaywidth(line) <= width then
+    return line, line ~= msg
+  end
+  -- Cut by characters until it fits (display width, so wide characters count twice).
+  local chars = vim.fn.strchars(line)
+  local keep = math.min(chars, width - 1)
+  local cut = vim.fn.strcharpart(line, 0, keep)
+  while keep > 0 and vim.fn.strdisplaywidth(cut) > width - 1 do
+    keep = keep - 1
+    cut = vim.fn.strcharpart(line, 0, keep)
+  end
+  return cut .. "…", true
+end
+
+--- `vim.notify` with `msg` on one line; the whole text goes to the log if
+--- it had to be cut.
+---@param msg string
+---@param level? integer vim.log.levels.*
+function M.notify(msg, level)
+  level = level or vim.log.levels.INFO
+  local line, cut = M.one_line(msg)
+  if cut then
+    local native = package.loaded["amp.native"]
+    if native and native.loaded() then
+      native.call("log", level >= vim.log.levels.ERROR and "error" or level >= vim.log.levels.WARN and "warn" or "info", msg)
+    end
+  end
+  vim.notify(line, level, { title = "amp" })
+end
+
+return M
