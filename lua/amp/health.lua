@@ -2,11 +2,19 @@
 local M = {}
 local H = {}
 
-local health = vim.health
+-- Neovim before 0.10 names these report_start, report_ok, ... (and 0.7 has
+-- them in the "health" module only).
+local health = {}
+local vim_health = vim.health or require("health")
+for _, name in ipairs({ "start", "ok", "warn", "error", "info" }) do
+  health[name] = vim_health[name] or vim_health["report_" .. name]
+end
 
 function M.check()
   health.start("amp.nvim-rs: Neovim")
-  H.check_neovim()
+  if not H.check_neovim() then
+    return -- too old: nothing else would work
+  end
 
   health.start("amp.nvim-rs: native library")
   local loaded = H.check_native()
@@ -27,13 +35,23 @@ function M.check()
 end
 
 function H.check_neovim()
-  local v = vim.version()
-  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
-  if vim.fn.has("nvim-0.11") == 1 then
-    health.ok("Neovim " .. version)
+  local version = require("amp.version")
+  local running = version.running()
+  if not version.supported() then
+    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim %s or newer (supported: %s)"):format(
+      running,
+      version.min_text,
+      version.range_text
+    ))
+    return false
+  elseif version.untested() then
+    health.warn(("Neovim %s is untested: amp.nvim-rs is verified on Neovim %s"):format(running, version.range_text), {
+      "it should work; report what does not, with :checkhealth amp's output",
+    })
   else
-    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim 0.11 or newer"):format(version))
+    health.ok(("Neovim %s (supported: %s)"):format(running, version.range_text))
   end
+  return true
 end
 
 function H.check_native()

@@ -11,6 +11,30 @@
 local M = {}
 local H = {}
 
+-- On a Neovim older than the plugin supports, every function says so in one
+-- line (once) and does nothing: setup() in a shared config must not fail.
+if not require("amp.version").check() then
+  local function off()
+    return false, "amp: needs Neovim " .. require("amp.version").min_text .. " or newer"
+  end
+  return setmetatable({
+    setup = function() end,
+    status = function()
+      return { running = false, last_error = select(2, off()) }
+    end,
+    is_running = function()
+      return false
+    end,
+    get_config = function()
+      return {}
+    end,
+  }, {
+    __index = function()
+      return off
+    end,
+  })
+end
+
 local native = require("amp.native")
 
 H.config = nil ---@type amp.Config?

@@ -1,0 +1,152 @@
+"""Which Neovim the plugin runs on, and its help.
+
+Run against every Neovim that scripts/test runs the suite with (AMP_NVIM:
+0.10.4, 0.11.4, 0.12.4) and, for the "too old" case, a real Neovim 0.7.2
+(AMP_NVIM_OLD, which scripts/test installs with scripts/nvim-versions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import NVIM, REPO, lua_string
+
+HELP = REPO / "doc" / "amp.txt"
+
+
+def nvim_version(binary: str) -> tuple[int, int, int]:
+    first = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.match(r"NVIM v(\d+)\.(\d+)\.(\d+)", first)
+    assert m, first
+    return tuple(int(x) for x in m.groups())
+
+
+def run_headless(binary: str, env, *commands: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """Runs `commands` (Ex commands, one a line: Neovim takes at most ten
+    `-c`) in a headless Neovim with this repository on 'runtimepath'."""
+    script = env.root / "commands.vim"
+    script.write_text("\n".join([*commands, "qa!"]) + "\n", "utf-8")
+    argv = [binary, "--headless", "--clean", "--cmd", f"set rtp^={REPO}", "-S", str(script)]
+    return subprocess.run(argv, cwd=str(env.workspace), env=env.environ, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------ old Neovim
+
+
+def test_older_neovim_gets_one_line_and_nothing_else(amp_env, tmp_path):
+    old = os.environ.get("AMP_NVIM_OLD")
+    if not old:
+        pytest.skip("AMP_NVIM_OLD is not set (scripts/test sets it to a Neovim 0.7.2)")
+    major, minor, patch = nvim_version(old)
+    assert (major, minor) < (0, 10), f"AMP_NVIM_OLD must be older than 0.10, is {major}.{minor}"
+    out = tmp_path / "out"
+    out.mkdir()
+    # The plugin loads as a user's does (plugin/amp.lua from 'runtimepath' at
+    # startup), then the user's config calls setup(), the user tries :Amp,
+    # start() and :checkhealth amp.
+    proc = run_headless(
+        old, amp_env,
+        "lua require('amp').setup({ auto_start = true })",
+        "lua require('amp').start()",
+        "lua require('amp').setup({})",
+        f"redir! > {out}/messages",
+        "silent messages",
+        "redir END",
+        "silent! Amp status",
+        f"lua vim.fn.writefile({{tostring(vim.fn.exists(':Amp'))}}, {lua_string(str(out / 'has_command'))})",
+        "checkhealth amp",
+        f"write! {out}/health",
+    )
+    messages = [l for l in (out / "messages").read_text().splitlines() if l.strip()]
+    assert messages == [
+        f"amp: needs Neovim 0.10 or newer; this is {major}.{minor}.{patch}, so the plugin is off"
+    ], f"messages: {messages!r}\nstderr: {proc.stderr}"
+    assert (out / "has_command").read_text().strip() == "0", "no :Amp command on an old Neovim"
+    assert proc.returncode == 0, proc.stderr
+    assert "Error" not in proc.stderr and "stack traceback" not in proc.stderr, proc.stderr
+    assert "Press ENTER" not in proc.stderr, proc.stderr
+    health = (out / "health").read_text()
+    assert re.search(rf"ERROR.*Neovim {major}\.{minor}\.{patch} is too old.*needs Neovim 0\.10 or newer", health), health
+    assert "native library" not in health, health
+    # Nothing was started: no lockfile, no log.
+    assert not amp_env.lockfile_dir.exists() or not list(amp_env.lockfile_dir.iterdir())
+
+
+# ------------------------------------------------------------ checkhealth
+
+
+def test_checkhealth_names_the_running_version_and_the_supported_range(nvim_factory):
+    ed = nvim_factory()
+    major, minor, patch = nvim_version(NVIM)
+    ed.nvim.command("checkhealth amp")
+    lines = ed.nvim.api.buf_get_lines(0, 0, -1, False)
+    report = "\n".join(lines)
+    line = next((l for l in lines if f"Neovim {major}.{minor}.{patch}" in l), None)
+    assert line is not None, report
+    if (major, minor) <= (0, 12):
+        assert re.search(r"\bOK\b", line) and "supported: 0.10 to 0.12" in line, report
+    else:
+        assert re.search(r"\bWARNING\b", line) and "untested" in line, report
+
+
+# ------------------------------------------------------------ :help amp
+
+
+def help_tags_and_links() -> tuple[list[str], list[str]]:
+    text = HELP.read_text("utf-8")
+    tags, links = [], []
+    for line in text.splitlines():
+        # Code examples (lines indented under a `>` line) hold no tags; the
+        # plain-text rules of |help-writing| are enough for this file.
+        tags += re.findall(r"(?:^|\s)\*([^*\s|]+)\*(?=\s|$)", line)
+        links += re.findall(r"(?:^|[\s(])\|([^|\s]+)\|(?=[\s.,;:)]|$)", line)
+    return sorted(set(tags)), sorted(set(links))
+
+
+def test_doc_tags_is_up_to_date(tmp_path):
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    shutil.copy(HELP, doc / "amp.txt")
+    subprocess.run([NVIM, "--headless", "--clean", "-c", f"helptags {doc}", "-c", "q"],
+                   check=True, capture_output=True, timeout=30)
+    committed = (REPO / "doc" / "tags").read_text("utf-8")
+    assert committed == (doc / "tags").read_text("utf-8"), \
+        "doc/tags is stale: run  nvim --headless -c 'helptags doc' -c q"
+
+
+def test_every_help_tag_and_link_resolves(amp_env, tmp_path):
+    tags, links = help_tags_and_links()
+    assert "amp" in tags and "amp-config" in tags, tags
+    assert len(links) >= 10, links
+    out = tmp_path / "resolved.json"
+    # :help {tag} jumps to the line that defines *{tag}* (exactly that tag:
+    # :help also accepts a prefix, so the line is checked).
+    code = f"""
+      local results = {{}}
+      for _, tag in ipairs(vim.json.decode({lua_string(json.dumps(tags + links))})) do
+        local ok, err = pcall(vim.cmd, 'help ' .. vim.fn.escape(tag, ' |'))
+        local line = ok and vim.api.nvim_get_current_line() or ''
+        local found = ok and vim.bo.buftype == 'help'
+          and line:find('*' .. tag .. '*', 1, true) ~= nil
+        results[tag] = found and vim.fn.expand('%:t') or ('unresolved: ' .. tostring(err or line))
+        pcall(vim.cmd, 'helpclose')
+      end
+      vim.fn.writefile({{ vim.json.encode(results) }}, {lua_string(str(out))})
+    """
+    proc = run_headless(NVIM, amp_env, f"lua {' '.join(code.split())}")
+    assert out.exists(), proc.stderr
+    results = json.loads(out.read_text())
+    unresolved = {t: r for t, r in results.items() if r.startswith("unresolved")}
+    assert not unresolved, unresolved
+    # The plugin's own tags come from its doc/amp.txt.
+    for tag in tags:
+        assert results[tag] == "amp.txt", (tag, results[tag])
+    assert results["amp-config"] == "amp.txt"
