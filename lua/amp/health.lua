@@ -70,6 +70,13 @@ function H.check_native()
     return false
   end
   health.ok("amp_core version " .. tostring(version))
+  local c_api = native.call("bulk_c_api")
+  if c_api == true then
+    health.ok("big buffer reads and edits use Neovim's C API (layouts verified on Neovim " .. require("amp.version").range_text .. ")")
+  elseif c_api == false then
+    health.info("big buffer reads and edits go through vim.api (slower): the C API path is used only on Neovim "
+      .. require("amp.version").range_text .. ", unless AMP_NVIM_C_API=0")
+  end
   local missing = {}
   for _, name in ipairs({ "start", "stop", "status", "set_workspace_folders", "broadcast", "log" }) do
     if type(native.load()[name]) ~= "function" then

@@ -97,6 +97,30 @@ def test_checkhealth_names_the_running_version_and_the_supported_range(nvim_fact
         assert re.search(r"\bWARNING\b", line) and "untested" in line, report
 
 
+# ------------------------------------------------------------ C API path
+
+
+def test_c_api_path_is_on_for_verified_versions_and_can_be_turned_off(nvim_factory, env_factory):
+    major, minor, _ = nvim_version(NVIM)
+    ed = nvim_factory(_extra_env={"AMP_NVIM_C_API": None})
+    on = ed.lua("return require('amp.native').call('bulk_c_api')")
+    assert on is ((major, minor) >= (0, 10) and (major, minor) <= (0, 12))
+    forced = nvim_factory(_env=env_factory("other"), _extra_env={"AMP_NVIM_C_API": "0"})
+    assert forced.lua("return require('amp.native').call('bulk_c_api')") is False
+    # The vim.api path gives the same answers (scripts/test also runs the
+    # read/edit, context and OpenCtx tests with AMP_NVIM_C_API=0).
+    p = forced.env.workspace / "f.txt"
+    p.write_text("one\ntwo\n")
+    forced.edit(p)
+    forced.nvim.command("normal! jAé")
+    c = forced.connect()
+    read = c.call("readFile", {"path": str(p)})
+    assert read.get("content") == "one\ntwoé\n", read
+    forced.nvim.command("checkhealth amp")
+    report = "\n".join(forced.nvim.api.buf_get_lines(0, 0, -1, False))
+    assert "go through vim.api" in report, report
+
+
 # ------------------------------------------------------------ :help amp
 
 
