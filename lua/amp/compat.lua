@@ -72,6 +72,12 @@ function M.getregionpos(pos1, pos2, opts)
   if M.has_getregionpos then
     return fn.getregionpos(pos1, pos2, opts)
   end
+  return M.emulated_getregionpos(pos1, pos2, opts)
+end
+
+--- The 0.10 path of `getregionpos()` (public for the tests, which compare it
+--- with Neovim's own where there is one).
+function M.emulated_getregionpos(pos1, pos2, opts)
   local buf = fn.bufnr()
   local count = vim.api.nvim_buf_line_count(0)
   local p1 = { 0, pos1[2], pos1[3], pos1[4] or 0 }
@@ -167,14 +173,17 @@ function M.getregionpos(pos1, pos2, opts)
   for lnum = p1[2], p2[2] do
     local line = line_of(lnum)
     local line_width = fn.virtcol({ lnum, "$" }) - 1
-    if start_vcol >= line_width then
+    if start_vcol > line_width then
       add(lnum, #line + 1, #line + 1) -- wholly past the end of the line
+    elseif start_vcol == line_width then
+      add(lnum, #line + 1, #line) -- just past it: nothing selected
     else
       local c1 = fn.virtcol2col(win, lnum, start_vcol + 1)
       local last = math.min(end_vcol, line_width - 1)
       local c2 = fn.virtcol2col(win, lnum, last + 1)
-      local char_end = fn.virtcol({ lnum, c2 }, 1)[2] - 1
-      if end_vcol >= char_end then
+      local char_start, char_end = unpack(fn.virtcol({ lnum, c2 }, 1))
+      local inside_one = c1 == c2 and start_vcol > char_start - 1 -- starts past the char's start
+      if end_vcol >= char_end - 1 and not inside_one then
         c2 = c2 + char_len(line, c2 - 1) - 1 -- the whole last character
       end
       add(lnum, c1, c2)

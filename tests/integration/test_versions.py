@@ -97,6 +97,66 @@ def test_checkhealth_names_the_running_version_and_the_supported_range(nvim_fact
         assert re.search(r"\bWARNING\b", line) and "untested" in line, report
 
 
+# ------------------------------------------------------------ Visual regions on 0.10
+
+# Lines with what makes columns hard: tabs, multibyte and double-width
+# characters, a composing character, empty and short lines.
+REGION_LINES = ["hello world", "", "\tab\tc", "é→😀x wide 漢字 end", "e\u0301 composing",
+                "short", "a much longer line here ok"]
+
+REGION_COMPARE = r"""
+local compat = require("amp.compat")
+local lines = ...
+vim.api.nvim_buf_set_lines(0, 0, -1, true, lines)
+local positions = {}
+for l, text in ipairs(lines) do
+  for c = 1, #text + 1 do
+    local b = text:byte(c)
+    if c == #text + 1 or b < 0x80 or b >= 0xC0 then
+      positions[#positions + 1] = { 0, l, c, 0 }
+    end
+  end
+end
+local cases, diffs = 0, {}
+for _, selection in ipairs({ "inclusive", "exclusive" }) do
+  vim.o.selection = selection
+  for _, kind in ipairs({ "v", "V", "\22" }) do
+    for i = 1, #positions, 2 do
+      for j = 1, #positions do
+        local a, b = positions[i], positions[j]
+        local opts = { type = kind, eol = true }
+        local real = vim.fn.getregionpos(a, b, opts)
+        local emulated = compat.emulated_getregionpos(a, b, opts)
+        -- the offsets ('virtualedit' columns) are not emulated
+        for _, t in ipairs({ real, emulated }) do
+          for _, seg in ipairs(t) do
+            seg[1][4], seg[2][4] = 0, 0
+          end
+        end
+        cases = cases + 1
+        if not vim.deep_equal(real, emulated) and #diffs < 5 then
+          diffs[#diffs + 1] = vim.inspect({ selection, kind, a, b, real = real, emulated = emulated }, { newline = " " })
+        end
+      end
+    end
+  end
+end
+vim.bo.modified = false
+return { cases, diffs }
+"""
+
+
+def test_the_0_10_region_code_gives_what_getregionpos_does(editor):
+    # On 0.11 and later, the 0.10 emulation is compared with Neovim's own
+    # getregionpos(); on 0.10 there is none (the Visual selection tests of
+    # test_context.py run that code there).
+    if not editor.nvim.funcs.exists("*getregionpos"):
+        pytest.skip("this Neovim has no getregionpos() to compare with")
+    cases, diffs = editor.lua(REGION_COMPARE, REGION_LINES)
+    assert cases > 5000
+    assert diffs == [], "\n".join(diffs)
+
+
 # ------------------------------------------------------------ C API path
 
 
