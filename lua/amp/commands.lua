@@ -134,6 +134,17 @@ M.register("restart", {
   end,
 })
 
+M.register("build", {
+  desc = "build the native library (cargo build --release) in the background",
+  run = function()
+    require("amp.build").run(function(ok)
+      if ok then
+        require("amp").after_build()
+      end
+    end)
+  end,
+})
+
 M.register("status", {
   desc = "show the server's state",
   run = function()
@@ -375,7 +386,7 @@ function H.warn(msg)
 end
 
 function H.error(msg)
-  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+  require("amp.compat").notify(msg, vim.log.levels.ERROR)
 end
 
 return M

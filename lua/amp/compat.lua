@@ -40,6 +40,24 @@ function M.byteindex_utf16(text, index)
   return vim.str_byteindex(text, index, true)
 end
 
+--- `vim.notify(msg, level, { title = "amp" })`, but an error on Neovim
+--- 0.10 with its own vim.notify is echoed as ErrorMsg: 0.10's vim.notify
+--- raises it with nvim_err_writeln, which while a config file is sourced
+--- adds "Error detected while processing ..." and "line N:" lines and so a
+--- hit-enter prompt. (0.11 and later, and notification plugins, show one line.)
+---@param msg string
+---@param level integer
+function M.notify(msg, level)
+  if level == vim.log.levels.ERROR and fn.has("nvim-0.11") == 0 then
+    local info = debug.getinfo(vim.notify, "S")
+    if info and info.source and info.source:find("vim/_editor.lua", 1, true) then
+      vim.api.nvim_echo({ { msg, "ErrorMsg" } }, true, {})
+      return
+    end
+  end
+  vim.notify(msg, level, { title = "amp" })
+end
+
 M.has_getregionpos = fn.exists("*getregionpos") == 1
 
 --- Byte length of the character at byte `col` (0-based) of `line`,

@@ -58,14 +58,17 @@ function H.check_native()
   local native = require("amp.native")
   local _, err = native.load()
   if err then
-    health.error(err)
+    health.error(err, {
+      native.details() or "",
+      ("or build it in a shell: cd %s && cargo build --release"):format(native.root()),
+    })
     return false
   end
   health.ok("loaded " .. native.library_path())
   local version, verr = native.call("version")
   if verr then
     health.error("the library has no working version(): " .. verr, {
-      ("rebuild it: cd %s && cargo build --release"):format(native.root()),
+      ("rebuild it with :Amp build, or: cd %s && cargo build --release"):format(native.root()),
     })
     return false
   end
@@ -85,7 +88,7 @@ function H.check_native()
   end
   if #missing > 0 then
     health.error("the library lacks: " .. table.concat(missing, ", "), {
-      ("it is out of date; rebuild it: cd %s && cargo build --release"):format(native.root()),
+      ("it is out of date; rebuild it with :Amp build, or: cd %s && cargo build --release"):format(native.root()),
     })
     return false
   end

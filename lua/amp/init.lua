@@ -48,6 +48,7 @@ H.augroup = nil ---@type integer?
 --- Raises an error naming the option when `opts` is invalid.
 ---@param opts? table see `:help amp-config`
 function M.setup(opts)
+  H.user_opts = opts
   local config, err, warning = require("amp.config").resolve(opts)
   if not config then
     error(err, 2)
@@ -57,10 +58,15 @@ function M.setup(opts)
   end
   H.config = config
   H.create_autocmds()
-  if native.loaded() or native.load() then
-    vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
-    native.call("configure_log", config.log_file, config.log_level)
+  local _, load_err = native.load()
+  if load_err then
+    -- Without the library nothing else can work: one line saying what to
+    -- run (:Amp build starts what setup() asked for once it is built).
+    H.fail(load_err, true)
+    return
   end
+  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+  native.call("configure_log", config.log_file, config.log_level)
   H.configure_openctx(config)
 
   if M.is_running() then
@@ -69,6 +75,15 @@ function M.setup(opts)
     end
   elseif config.auto_start then
     H.start({ automatic = true })
+  end
+end
+
+--- After `:Amp build` built the library: do what `setup()` could not do
+--- without it (OpenCtx, and the server if `auto_start`).
+function M.after_build()
+  if H.config and not M.is_running() then
+    H.openctx_opts = nil
+    M.setup(H.user_opts)
   end
 end
 
@@ -288,7 +303,7 @@ function H.fail(msg, automatic)
     end
     H.reported[msg] = true
   end
-  vim.notify(msg, vim.log.levels.ERROR, { title = "amp" })
+  require("amp.compat").notify(msg, vim.log.levels.ERROR)
 end
 
 return M

@@ -287,7 +287,7 @@ function H.request(fn, args, callback)
   local _, err = native.call(fn, unpack(args))
   if err then
     H.pending[id] = nil
-    vim.notify("amp: " .. err, vim.log.levels.ERROR, { title = "amp" })
+    require("amp.compat").notify("amp: " .. err, vim.log.levels.ERROR)
   end
 end
 

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,64 @@ def test_every_help_tag_and_link_resolves(amp_env, tmp_path):
     for tag in tags:
         assert results[tag] == "amp.txt", (tag, results[tag])
     assert results["amp-config"] == "amp.txt"
+
+
+# ------------------------------------------------------------ first start, :Amp build
+
+
+def test_first_start_without_the_library_says_what_to_run_in_one_line(amp_env, tmp_path):
+    # The plugin as installed before its build step ran: no target/.
+    plugin = tmp_path / "amp.nvim-rs"
+    for part in ("lua", "plugin", "doc", "node"):
+        shutil.copytree(REPO / part, plugin / part)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [NVIM, "--headless", "--clean", "--cmd", f"set rtp^={plugin}"]
+    script = amp_env.root / "first.vim"
+    script.write_text("\n".join([
+        "lua require('amp').setup({ auto_start = true, openctx = { providers = { ['https://example.invalid/x'] = true } } })",
+        "lua require('amp').setup({ auto_start = true })",
+        "Amp start",
+        f"redir! > {out}/messages",
+        "silent messages",
+        "redir END",
+        f"lua vim.fn.writefile({{vim.inspect(require('amp').status())}}, {lua_string(str(out / 'status'))})",
+        "checkhealth amp",
+        f"write! {out}/health",
+        "qa!",
+    ]) + "\n")
+    proc = subprocess.run(argv + ["-S", str(script)], cwd=str(amp_env.workspace), env=amp_env.environ,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    messages = [l for l in (out / "messages").read_text().splitlines() if l.strip()]
+    # setup() twice and :Amp start: the same single line each time it is
+    # an explicit command, once for setup()'s automatic start.
+    assert messages and set(messages) == {"amp: the native library is not built yet: run :Amp build"}, messages
+    assert messages.count(messages[0]) == 2, messages  # setup() once, :Amp start once
+    assert "stack traceback" not in proc.stderr, proc.stderr
+    assert "running = false" in (out / "status").read_text()
+    health = (out / "health").read_text()
+    assert "looked in" in health and "target/release/libamp_core.so" in health, health
+    assert "cargo build --release" in health, health
+
+
+def test_amp_build_runs_cargo_in_the_background_and_reports_in_one_line(nvim_factory):
+    if not shutil.which("cargo"):
+        pytest.fail("cargo is needed (the library is built with it)")
+    # The tests give Neovim a HOME of its own: cargo and rustup keep theirs.
+    home = Path(os.path.expanduser("~"))
+    ed = nvim_factory(_extra_env={
+        "CARGO_HOME": os.environ.get("CARGO_HOME") or str(home / ".cargo"),
+        "RUSTUP_HOME": os.environ.get("RUSTUP_HOME") or str(home / ".rustup"),
+    })
+    ed.nvim.command("Amp build")
+    assert ed.lua("return require('amp.build').running()") is True
+    # The editor answers while cargo runs.
+    assert ed.nvim.eval("1 + 1") == 2
+    deadline = time.monotonic() + 300
+    while ed.lua("return require('amp.build').running()") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not ed.lua("return require('amp.build').running()"), "cargo build took over 5 minutes"
+    messages = [l for l in ed.messages().splitlines() if l.startswith("amp:")]
+    assert re.fullmatch(r"amp: built the native library in [\d.]+ s; restart Neovim to use it", messages[-1]), messages
+    # The server kept running.
+    ed.connect().ping()
