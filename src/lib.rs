@@ -41,6 +41,7 @@ pub unsafe extern "C" fn luaopen_amp_core(state: *mut mlua::ffi::lua_State) -> c
     let pushed = nvim_oxi::entrypoint::entrypoint(state.cast(), || ());
     mlua::ffi::lua_pop(state, pushed);
     let lua = Lua::init_from_ptr(state);
+    editor::bulk::init(&lua);
     let built = nvim::init(&lua).and_then(|()| exports(&lua));
     let value = match built {
         Ok(table) => mlua::Value::Table(table),
@@ -69,6 +70,8 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         Ok(Value::Null)
     })?)?;
     t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
+    // Whether big reads and writes use Neovim's C API on this version (editor::bulk).
+    t.set("bulk_c_api", export(lua, |_: Vec<Value>| Ok(json!(editor::bulk::c_api())))?)?;
     t.set("set_workspace_folders", export(lua, |args: Vec<Value>| {
         let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
             .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;

@@ -30,10 +30,16 @@ M.commands = {}
 ---@param name string
 ---@param spec amp.Subcommand
 function M.register(name, spec)
-  vim.validate("name", name, "string")
-  vim.validate("spec", spec, "table")
-  vim.validate("spec.run", spec.run, "function")
-  vim.validate("spec.complete", spec.complete, "function", true)
+  -- Not vim.validate(): its argument forms differ between 0.10 and 0.11+.
+  local function check(what, value, kind, optional)
+    if type(value) ~= kind and not (optional and value == nil) then
+      error(("amp: commands.register: %s must be a %s, got %s"):format(what, kind, type(value)), 3)
+    end
+  end
+  check("name", name, "string")
+  check("spec", spec, "table")
+  check("spec.run", spec.run, "function")
+  check("spec.complete", spec.complete, "function", true)
   M.commands[name] = spec
 end
 
@@ -125,6 +131,17 @@ M.register("restart", {
     if ok then
       H.info(("amp: server listening on 127.0.0.1:%s"):format(port))
     end
+  end,
+})
+
+M.register("build", {
+  desc = "build the native library (cargo build --release) in the background",
+  run = function()
+    require("amp.build").run(function(ok)
+      if ok then
+        require("amp").after_build()
+      end
+    end)
   end,
 })
 
@@ -298,7 +315,7 @@ function H.file_reference(buf, args)
     return nil, "amp: :Amp ref needs a buffer that is a file"
   end
   local path = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
-  path = vim.fs.relpath(vim.fn.getcwd(), path) or path
+  path = require("amp.compat").relpath(vim.fn.getcwd(), path) or path
   if args.range == 0 then
     return "@" .. path, nil
   end

@@ -2,11 +2,19 @@
 local M = {}
 local H = {}
 
-local health = vim.health
+-- Neovim before 0.10 names these report_start, report_ok, ... (and 0.7 has
+-- them in the "health" module only).
+local health = {}
+local vim_health = vim.health or require("health")
+for _, name in ipairs({ "start", "ok", "warn", "error", "info" }) do
+  health[name] = vim_health[name] or vim_health["report_" .. name]
+end
 
 function M.check()
   health.start("amp.nvim-rs: Neovim")
-  H.check_neovim()
+  if not H.check_neovim() then
+    return -- too old: nothing else would work
+  end
 
   health.start("amp.nvim-rs: native library")
   local loaded = H.check_native()
@@ -27,31 +35,51 @@ function M.check()
 end
 
 function H.check_neovim()
-  local v = vim.version()
-  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
-  if vim.fn.has("nvim-0.11") == 1 then
-    health.ok("Neovim " .. version)
+  local version = require("amp.version")
+  local running = version.running()
+  if not version.supported() then
+    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim %s or newer (supported: %s)"):format(
+      running,
+      version.min_text,
+      version.range_text
+    ))
+    return false
+  elseif version.untested() then
+    health.warn(("Neovim %s is untested: amp.nvim-rs is verified on Neovim %s"):format(running, version.range_text), {
+      "it should work; report what does not, with :checkhealth amp's output",
+    })
   else
-    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim 0.11 or newer"):format(version))
+    health.ok(("Neovim %s (supported: %s)"):format(running, version.range_text))
   end
+  return true
 end
 
 function H.check_native()
   local native = require("amp.native")
   local _, err = native.load()
   if err then
-    health.error(err)
+    health.error(err, {
+      native.details() or "",
+      ("or build it in a shell: cd %s && cargo build --release"):format(native.root()),
+    })
     return false
   end
   health.ok("loaded " .. native.library_path())
   local version, verr = native.call("version")
   if verr then
     health.error("the library has no working version(): " .. verr, {
-      ("rebuild it: cd %s && cargo build --release"):format(native.root()),
+      ("rebuild it with :Amp build, or: cd %s && cargo build --release"):format(native.root()),
     })
     return false
   end
   health.ok("amp_core version " .. tostring(version))
+  local c_api = native.call("bulk_c_api")
+  if c_api == true then
+    health.ok("big buffer reads and edits use Neovim's C API (layouts verified on Neovim " .. require("amp.version").range_text .. ")")
+  elseif c_api == false then
+    health.info("big buffer reads and edits go through vim.api (slower): the C API path is used only on Neovim "
+      .. require("amp.version").range_text .. ", unless AMP_NVIM_C_API=0")
+  end
   local missing = {}
   for _, name in ipairs({ "start", "stop", "status", "set_workspace_folders", "broadcast", "log" }) do
     if type(native.load()[name]) ~= "function" then
@@ -60,7 +88,7 @@ function H.check_native()
   end
   if #missing > 0 then
     health.error("the library lacks: " .. table.concat(missing, ", "), {
-      ("it is out of date; rebuild it: cd %s && cargo build --release"):format(native.root()),
+      ("it is out of date; rebuild it with :Amp build, or: cd %s && cargo build --release"):format(native.root()),
     })
     return false
   end

@@ -11,6 +11,30 @@
 local M = {}
 local H = {}
 
+-- On a Neovim older than the plugin supports, every function says so in one
+-- line (once) and does nothing: setup() in a shared config must not fail.
+if not require("amp.version").check() then
+  local function off()
+    return false, "amp: needs Neovim " .. require("amp.version").min_text .. " or newer"
+  end
+  return setmetatable({
+    setup = function() end,
+    status = function()
+      return { running = false, last_error = select(2, off()) }
+    end,
+    is_running = function()
+      return false
+    end,
+    get_config = function()
+      return {}
+    end,
+  }, {
+    __index = function()
+      return off
+    end,
+  })
+end
+
 local native = require("amp.native")
 
 H.config = nil ---@type amp.Config?
@@ -24,6 +48,7 @@ H.augroup = nil ---@type integer?
 --- Raises an error naming the option when `opts` is invalid.
 ---@param opts? table see `:help amp-config`
 function M.setup(opts)
+  H.user_opts = opts
   local config, err, warning = require("amp.config").resolve(opts)
   if not config then
     error(err, 2)
@@ -33,10 +58,15 @@ function M.setup(opts)
   end
   H.config = config
   H.create_autocmds()
-  if native.loaded() or native.load() then
-    vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
-    native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
+  local _, load_err = native.load()
+  if load_err then
+    -- Without the library nothing else can work: one line saying what to
+    -- run (:Amp build starts what setup() asked for once it is built).
+    H.fail(load_err, true)
+    return
   end
+  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+  native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   H.configure_openctx(config)
 
   if M.is_running() then
@@ -45,6 +75,15 @@ function M.setup(opts)
     end
   elseif config.auto_start then
     H.start({ automatic = true })
+  end
+end
+
+--- After `:Amp build` built the library: do what `setup()` could not do
+--- without it (OpenCtx, and the server if `auto_start`).
+function M.after_build()
+  if H.config and not M.is_running() then
+    H.openctx_opts = nil
+    M.setup(H.user_opts)
   end
 end
 

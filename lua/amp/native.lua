@@ -73,14 +73,22 @@ function M.load()
       table.insert(failures, vim.startswith(err, path) and err or ("%s: %s"):format(path, err))
     end
   end
-  local msg = ("amp.nvim: native library not found (looked in %s). Build it: cd %s && cargo build --release"):format(
-    table.concat(looked, ", "),
-    root
-  )
+  -- One short line (a longer one would stop Neovim at a hit-enter prompt);
+  -- where it looked and why loading failed are in M.details() (shown by
+  -- :checkhealth amp).
+  H.details = ("looked in %s"):format(table.concat(looked, ", "))
   if #failures > 0 then
-    msg = msg .. "\nFailed to load: " .. table.concat(failures, "; ")
+    H.details = H.details .. "; failed to load: " .. table.concat(failures, "; ")
+    return nil, "amp: the native library failed to load (see :checkhealth amp); rebuild it with :Amp build"
   end
-  return nil, msg
+  return nil, "amp: the native library is not built yet: run :Amp build"
+end
+
+--- Where the last failed `load()` looked for the library and why loading
+--- failed, or nil.
+---@return string|nil
+function M.details()
+  return H.details
 end
 
 --- Call a native function.
@@ -97,11 +105,7 @@ function M.call(name, ...)
   local fn = mod[name]
   if type(fn) ~= "function" then
     return nil,
-      ("amp.nvim: the native library (%s) has no function %q; it may be out of date. Rebuild: cd %s && cargo build --release"):format(
-        H.path,
-        name,
-        M.root()
-      )
+      ("amp: the native library has no function %q: it is out of date; rebuild it with :Amp build"):format(name)
   end
   local ok, res = pcall(fn, ...)
   if not ok then

@@ -45,7 +45,8 @@ function M.notify(msg, level)
       native.call("log", level >= vim.log.levels.ERROR and "error" or level >= vim.log.levels.WARN and "warn" or "info", msg)
     end
   end
-  vim.notify(line, level, { title = "amp" })
+  -- compat: Neovim 0.10's own vim.notify turns an error into a hit-enter prompt.
+  require("amp.compat").notify(line, level)
 end
 
 return M

@@ -9,11 +9,43 @@
 //! which are copied once and freed in one call: no Lua strings, and no leak
 //! (nvim-oxi's wrapper passes no arena and never frees what Neovim
 //! allocates). Neovim exports these functions; the struct layouts are those
-//! of Neovim 0.11's `api/private/defs.h`, the same nvim-oxi's `neovim-0-11`
+//! of Neovim's `api/private/defs.h`, the same nvim-oxi's `neovim-0-11`
 //! bindings rely on.
+//!
+//! Those layouts, the `ObjectType` numbers and these functions' signatures
+//! are the same in Neovim 0.10.4, 0.11.4 and 0.12.4 (checked in their
+//! sources, and the integration tests run on each). On any other version
+//! (decided once, at load, from `vim.version()`), or with the environment
+//! variable `AMP_NVIM_C_API=0`, every function here takes the slower path
+//! through `vim.api` instead: a Neovim whose C API changed must not be
+//! called with the wrong layout.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::nvim;
+
+/// Neovim minor versions (0.x) whose C API the layouts below were checked against.
+const VERIFIED_MINORS: std::ops::RangeInclusive<i64> = 10..=12;
+
+/// Whether the C API path is used (set by [`init`]; off until then).
+static C_API: AtomicBool = AtomicBool::new(false);
+
+/// Decides, once at load, whether the running Neovim's C API is one the
+/// layouts were checked against. Main thread only.
+pub fn init(lua: &mlua::Lua) {
+    // `vim.version` is a callable table, not a function.
+    let version = lua.load("local v = vim.version() return v.major, v.minor").eval::<(i64, i64)>();
+    let verified = matches!(version, Ok((0, minor)) if VERIFIED_MINORS.contains(&minor));
+    let allowed = std::env::var("AMP_NVIM_C_API").map_or(true, |v| v != "0");
+    C_API.store(verified && allowed, Ordering::Relaxed);
+}
+
+/// Whether big reads and writes go through the C API (else through `vim.api`).
+pub fn c_api() -> bool {
+    C_API.load(Ordering::Relaxed)
+}
 
 #[repr(C)]
 struct Arena {
@@ -96,6 +128,19 @@ extern "C" {
 /// a Lua string per line first (about 450 ms of hashing and GC). Neovim
 /// copies the lines; `lines` is only read. Main thread only.
 pub fn set_lines(buf: i32, start: usize, end: usize, lines: &[String]) -> Result<(), String> {
+    if !c_api() {
+        let set = || -> mlua::Result<()> {
+            let lua = nvim::lua()?;
+            // One string at a time: mlua holds a reference per live value,
+            // and a few thousand at once exhaust its stack.
+            let list = lua.create_table_with_capacity(lines.len(), 0)?;
+            for (i, line) in lines.iter().enumerate() {
+                list.raw_set(i + 1, lua.create_string(line)?)?;
+            }
+            nvim::api("nvim_buf_set_lines", (buf, start as i64, end as i64, true, list))
+        };
+        return set().map_err(|e| format!("nvim_buf_set_lines: {e}"));
+    }
     let items: Vec<RawObject> = lines
         .iter()
         .map(|line| RawObject {
@@ -138,6 +183,13 @@ unsafe fn take_error(err: &mut RawError, what: &str) -> Option<String> {
 /// the main thread's time for the 1.8 MB list of 5,000 annotations), then
 /// an API object (another copy). Main thread only.
 pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
+    if !c_api() {
+        let set = || -> mlua::Result<()> {
+            let value = nvim::lua()?.create_string(value)?;
+            nvim::api("nvim_buf_set_var", (buf, name, value))
+        };
+        return set().map_err(|e| format!("nvim_buf_set_var: {e}"));
+    }
     let name = RawString { data: name.as_ptr(), size: name.len() };
     let value =
         RawObject { kind: OBJECT_STRING, string: RawString { data: value.as_ptr(), size: value.len() }, _rest_of_union: 0 };
@@ -155,6 +207,13 @@ pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
 /// no Lua table or string made (and none left for the collector). `None` if
 /// Neovim reports an error. Main thread only.
 pub fn with_cursor_line<R>(f: impl FnOnce(usize, usize, &[u8]) -> R) -> Option<R> {
+    if !c_api() {
+        let (row, col): (i64, i64) = nvim::api::<_, mlua::Table>("nvim_win_get_cursor", 0)
+            .and_then(|t| Ok((t.get(1)?, t.get(2)?)))
+            .ok()?;
+        let line: mlua::String = nvim::api("nvim_get_current_line", ()).ok()?;
+        return Some(f(row.max(0) as usize, col.max(0) as usize, &line.as_bytes()));
+    }
     let mut arena = Arena { cur_blk: null_mut(), pos: 0, size: 0 };
     let mut err = RawError { kind: NO_ERROR, msg: null_mut() };
     // SAFETY: main thread; what the calls return lives in `arena` until it
@@ -190,6 +249,18 @@ impl RawObject {
 
 /// The buffer's lines joined with `\n` (no final end-of-line). Main thread only.
 pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
+    if !c_api() {
+        let joined = || -> mlua::Result<mlua::String> {
+            nvim::lua()?
+                .load("return table.concat(vim.api.nvim_buf_get_lines(..., 0, -1, true), '\\n')")
+                .set_name("=amp_core/editor/bulk.rs")
+                .call(buf)
+        };
+        let text = joined().map_err(|e| format!("nvim_buf_get_lines: {e}"))?;
+        let mut out = Vec::with_capacity(size_hint);
+        out.extend_from_slice(&text.as_bytes());
+        return Ok(out);
+    }
     let mut arena = Arena { cur_blk: null_mut(), pos: 0, size: 0 };
     let mut err = RawError { kind: NO_ERROR, msg: null_mut() };
     // SAFETY: called on the main thread with a valid arena and error; the

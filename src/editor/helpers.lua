@@ -7,6 +7,8 @@
 -- read through it leak. Lua strings are garbage collected, and LuaJIT runs
 -- these small functions fast.
 local api, fn = vim.api, vim.fn
+-- getregionpos() and vim.str_byteindex() as 0.11 has them, on 0.10 too.
+local compat = require("amp.compat")
 local H = {}
 
 -- One reused options table: no garbage per call on hot paths.
@@ -50,7 +52,7 @@ function H.selection()
     local cursor = api.nvim_win_get_cursor(0)
     return name, true, cursor[1], cursor[2], api.nvim_get_current_line()
   end
-  local segments = fn.getregionpos(fn.getpos("v"), fn.getpos("."), { type = kind, eol = true })
+  local segments = compat.getregionpos(fn.getpos("v"), fn.getpos("."), { type = kind, eol = true })
   if #segments == 0 then
     return nil
   end
@@ -446,7 +448,7 @@ function H.open_path(path, start_line, start_col, end_line, end_col)
       return { line, 0 }
     end
     local text = api.nvim_buf_get_lines(0, line - 1, line, false)[1] or ""
-    local ok, byte = pcall(vim.str_byteindex, text, "utf-16", math.max(col - 1, 0), false)
+    local ok, byte = pcall(compat.byteindex_utf16, text, math.max(col - 1, 0))
     return { line, ok and math.min(byte, #text) or 0 }
   end
   api.nvim_win_set_cursor(0, pos(start_line, start_col))
