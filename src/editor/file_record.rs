@@ -10,8 +10,9 @@
 //! nvim binary exports with the same signatures since Vim: `ml_timestamp()`
 //! and `u_unchanged()`. They are looked up by name at run time (`dlsym`),
 //! not declared in LuaJIT's FFI namespace, where another plugin's
-//! declaration of the same names would clash; where they are missing, the
-//! callers fall back to what the public API allows.
+//! declaration of the same names would clash. Like the rest of Neovim's C
+//! API they are used only on the versions verified (`bulk::c_api`); where
+//! they are not, the callers fall back to what the public API allows.
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
@@ -26,6 +27,9 @@ struct Functions {
 }
 
 fn functions() -> Option<&'static Functions> {
+    if !super::bulk::c_api() {
+        return None;
+    }
     static FUNCTIONS: OnceLock<Option<Functions>> = OnceLock::new();
     FUNCTIONS
         .get_or_init(|| {
