@@ -220,6 +220,25 @@ fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     })
 }
 
+/// Why the buffer may not take an agent's edit, as Neovim would refuse the
+/// user's `:w` (or would lose someone's text).
+fn refused_by_buffer(path: &Path, format: &buffers::BufferFormat) -> Option<String> {
+    let path = path.display();
+    if !format.is_file {
+        Some(format!("{path} is open in a buffer that is not a file ('buftype')"))
+    } else if format.readonly {
+        Some(format!(
+            "{path} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits"
+        ))
+    } else if format.conflict {
+        Some(format!(
+            "{path} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Renamed into place when that keeps the file's identity (readers then see
 /// the old or the new file, never a mix); written in place otherwise, as
 /// Neovim's `'backupcopy'` "auto" decides.
@@ -329,25 +348,13 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
             Err(e) => return Ok(failure(e)),
         };
         let (bufnr, tick, format, modified) = (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
-        if !format.is_file {
-            return Ok(failure(format!("{} is open in a buffer that is not a file ('buftype')", abs.display())));
+        if let Some(why) = refused_by_buffer(&abs, &format) {
+            return Ok(failure(why));
         }
-        if format.readonly {
-            return Ok(failure(format!(
-                "{} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits",
-                abs.display()
-            )));
-        }
-        if format.conflict {
-            return Ok(failure(format!(
-                "{} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)",
-                abs.display()
-            )));
-        }
-        let current = snapshot.clone().file_text();
         let new_text = match &edit {
             EditSpec::Full(text) => text.clone(),
-            EditSpec::Range { start, end, new_text } => match apply_range(&current, *start, *end, new_text) {
+            // Offsets into the text readFile answers.
+            EditSpec::Range { start, end, new_text } => match apply_range(&snapshot.clone().file_text(), *start, *end, new_text) {
                 Ok(t) => t,
                 Err(why) => return Ok(failure(format!("cannot apply the edit to {}: {why}", abs.display()))),
             },
