@@ -1126,7 +1126,7 @@ def test_mentions_send_the_active_documents_uri_as_the_reference_client(nvim_fac
 
     ed = start(nvim_factory, providers)
     ed.lua("amp_t.pick_first()")
-    ed.nvim.command(f"edit {path}")
+    ed.lua("vim.cmd.edit(...)", str(path))  # nvim_cmd: no escaping needed
     ed.nvim.command("Amp mention al")
     wait_scratch(ed, "amp://context/alpha")
     ours = http_provider.seen("/m", "mentions")
@@ -1189,3 +1189,18 @@ def test_checkhealth_reports_each_provider_and_the_node_command(nvim_factory, ht
     ed2 = start(nvim_factory, {WORD: True}, node_command=str(tmp_path / "no-such-node"))
     report = checkhealth(ed2)
     assert f'openctx.node_command "{tmp_path / "no-such-node"}" is not executable' in report, report
+
+
+def test_the_documented_npx_mcp_example_works_on_first_use(nvim_factory):
+    """The example of :help amp-openctx, `npx -y @modelcontextprotocol/server-everything`,
+    with the default deadlines: npx takes seconds to start the server (here
+    it finds the package installed in tests/fixtures/openctx, no network)."""
+    npx = {"mcp:everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
+                              "cwd": str(FIXTURES)}}
+    ed = start(nvim_factory, npx)
+    ed.lua("amp_t.record_notify(); amp_t.pick_first()")
+    ed.nvim.command("Amp mention feat")
+    scratch = wait_scratch(ed, "amp://context/features.md", timeout=30)
+    text = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", scratch))
+    assert text == (EVERYTHING_DOCS / "features.md").read_text("utf-8")
+    assert [n for n in notes(ed) if "mcp:everything" in n["msg"]] == []
