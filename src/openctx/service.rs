@@ -308,6 +308,36 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_entry_is_skipped_alone_and_entries_may_be_json_text() {
+        let options = ServiceOptions::from_json(&json!({
+            "host_script": "/h.mjs",
+            "cache_dir": "/c",
+            "providers": {
+                "file:///good.mjs": "{\"links\":[]}",
+                "https://ok.example/api": true,
+                "/abs/p.mjs": "true",
+                "mcp:x": "{\"args\":[\"a\"]}",
+                "mcp:y": "{\"command\":\"node\",\"args\":\"a.js\"}",
+                "file:///off.mjs": "false",
+                "file:///broken.mjs": "{not json",
+            },
+        }))
+        .unwrap();
+        let uris: Vec<&str> = options.providers.iter().map(|p| p.uri.as_str()).collect();
+        assert_eq!(uris, ["file:///good.mjs", "https://ok.example/api"]);
+        assert_eq!(options.providers[0].settings, json!({"links": []}));
+        assert_eq!(options.skipped.len(), 4, "{:?}", options.skipped);
+        for (uri, why) in [("/abs/p.mjs", "file:///"), ("mcp:x", "command"), ("mcp:y", "args"), ("file:///broken.mjs", "JSON")] {
+            assert!(
+                options.skipped.iter().any(|s| s.contains(&format!("\"{uri}\"")) && s.contains(why) && !s.contains('\n')),
+                "{uri}: {:?}",
+                options.skipped
+            );
+        }
+        assert_eq!(options.startup_timeout, Duration::from_millis(15000));
+    }
+
+    #[test]
     fn titles_are_grouped_by_ascending_line_in_their_order() {
         let marks = vec![mark(4, "a"), mark(1, "b"), mark(4, "c"), mark(0, "d"), mark(1, "e")];
         let lines = group_by_line(marks);

@@ -416,6 +416,18 @@ mod tests {
 
     const LIMIT: Duration = Duration::from_secs(15);
 
+    #[test]
+    fn module_content_types_follow_the_reference() {
+        for ok in ["text/javascript", "application/javascript", "text/plain", "text/javascript; charset=utf-8", " text/plain "] {
+            assert!(is_module_content_type(Some(ok)), "{ok}");
+        }
+        // As fetchProviderSource: trimmed, parameters dropped, compared exactly.
+        for bad in ["text/html", "text/html; charset=utf-8", "application/json", "Text/JavaScript", "text/javascript ; x=y", ""] {
+            assert!(!is_module_content_type(Some(bad)), "{bad}");
+        }
+        assert!(!is_module_content_type(None));
+    }
+
     fn fixture(name: &str) -> PathBuf {
         repo_root().join("tests/fixtures/openctx").join(name)
     }
