@@ -4,7 +4,10 @@
 // Protocol: newline-delimited JSON on stdin/stdout.
 //   request:  {"id": 1, "module": "file:///abs/p.mjs" | "/abs/p.mjs", "method": "annotations",
 //              "params": {...}, "settings": {...}}
-//   response: {"id": 1, "result": ...} | {"id": 1, "error": {"message": "...", "code"?: n}}
+//   response: {"id": 1, "result": ...} | {"id": 1, "error": {"message": "...", "code"?: n, "kind"?: k}}
+//             kind: "import" (the module failed to import or has no provider),
+//                   "threw" (the provider's method threw or rejected)
+//   load:     {"id": 3, "module": "...", "load": true} -> {"id": 3, "result": true} once imported
 //   liveness: {"id": 2, "ping": true} -> {"id": 2, "result": "pong"}, answered at once: no
 //             answer means a provider is blocking the event loop (the client restarts us).
 //
@@ -76,8 +79,27 @@ function loadProvider(ref) {
 
 const LIST_METHODS = new Set(['annotations', 'mentions', 'items'])
 
+/** An error of one stage of a call: `kind` is "import" (the module could not be
+ * imported, or has no provider) or "threw" (the provider's method threw or rejected). */
+class StageError {
+    constructor(kind, cause) {
+        this.kind = kind
+        this.cause = cause
+    }
+}
+
+async function load(ref) {
+    try {
+        return await loadProvider(ref)
+    } catch (err) {
+        throw new StageError('import', err)
+    }
+}
+
 async function run(request) {
-    const provider = await loadProvider(request.module)
+    const provider = await load(request.module)
+    // `{"load": true}`: import the module only (the client's start-up step).
+    if (request.load === true) return true
     const method = request.method
     if (typeof method !== 'string' || method === '') throw new Error('request has no method')
     const fn = provider[method]
@@ -85,7 +107,12 @@ async function run(request) {
         if (LIST_METHODS.has(method)) return []
         throw new Error(`provider has no method ${method}`)
     }
-    const result = await fn.call(provider, request.params ?? {}, request.settings ?? {})
+    let result
+    try {
+        result = await fn.call(provider, request.params ?? {}, request.settings ?? {})
+    } catch (err) {
+        throw new StageError('threw', err)
+    }
     return result === undefined ? null : result
 }
 
@@ -103,6 +130,7 @@ function send(message) {
 }
 
 function errorOf(err) {
+    if (err instanceof StageError) return { ...errorOf(err.cause), kind: err.kind }
     const error = {
         message:
             err instanceof Error

@@ -134,7 +134,11 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("openctx_tracked_buffers", export(lua, |_: Vec<Value>| Ok(json!(editor::annotations::tracked_buffers())))?)?;
     t.set("openctx_mentions", export(lua, |args: Vec<Value>| {
         let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
-        openctx::service::mentions(query, request_id(&args, 1)?).map(|_| Value::Null)
+        let path = arg(&args, 1).as_str().unwrap_or_default().to_owned();
+        openctx::service::mentions(query, path, request_id(&args, 2)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_check", export(lua, |args: Vec<Value>| {
+        openctx::service::check(request_id(&args, 0)?).map(|_| Value::Null)
     })?)?;
     t.set("openctx_items_mention", export(lua, |args: Vec<Value>| {
         let provider = string_arg("openctx_items_mention", &args, 0)?;

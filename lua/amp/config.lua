@@ -27,7 +27,7 @@ local H = {}
 ---@field selection { interval_ms: integer }
 ---@field watch { enabled: boolean, debounce_ms: integer }
 ---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
----@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
+---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
 M.defaults = {
@@ -92,6 +92,10 @@ M.defaults = {
     providers = {},
     -- Deadline of each provider call (milliseconds).
     timeout_ms = 2000,
+    -- Deadline of a provider's start-up (milliseconds): Node importing a
+    -- module (downloaded first when remote), an MCP server's handshake (npx
+    -- may install it first). The call that follows has timeout_ms.
+    startup_timeout_ms = 15000,
     -- Files bigger than this are not annotated.
     max_file_bytes = 1024 * 1024,
     -- The Node.js executable that runs JavaScript providers.
@@ -189,7 +193,16 @@ function M.validate(config)
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     { "openctx.providers", config.openctx.providers, H.is_provider_map, "a table of provider URI = true|false|{settings}" },
+    -- (Each entry is checked when OpenCtx starts: a bad one is skipped with a warning.)
     { "openctx.timeout_ms", config.openctx.timeout_ms, H.is_positive_int, "a positive integer", 1, 600000 },
+    {
+      "openctx.startup_timeout_ms",
+      config.openctx.startup_timeout_ms,
+      H.is_positive_int,
+      "a positive integer",
+      1,
+      600000,
+    },
     { "openctx.max_file_bytes", config.openctx.max_file_bytes, H.is_non_negative_int, "a non-negative integer" },
     { "openctx.node_command", config.openctx.node_command, H.is_nonempty_string, "a command name or path" },
     { "openctx.debounce_ms", config.openctx.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 60000 },
@@ -262,16 +275,10 @@ function H.optional(predicate)
   end
 end
 
+-- A table; its entries are checked one by one when OpenCtx starts (a bad
+-- entry disables itself only, as in the reference client).
 function H.is_provider_map(value)
-  if type(value) ~= "table" then
-    return false
-  end
-  for uri, entry in pairs(value) do
-    if type(uri) ~= "string" or not (type(entry) == "boolean" or type(entry) == "table") then
-      return false
-    end
-  end
-  return true
+  return type(value) == "table"
 end
 
 function H.is_boolean(value)

@@ -32,6 +32,9 @@ function M.check()
 
   health.start("amp.nvim-rs: optional tools")
   H.check_node()
+
+  health.start("amp.nvim-rs: OpenCtx")
+  H.check_openctx()
 end
 
 function H.check_neovim()
@@ -206,6 +209,70 @@ function H.check_node()
     health.ok("node found: " .. vim.fn.exepath("node"))
   else
     health.warn("node not found on PATH", { "install Node.js 20 or newer (needed for OpenCtx providers)" })
+  end
+end
+
+-- OpenCtx: each provider's `meta`, asked off the main thread (vim.wait keeps
+-- Neovim's event loop running), within a bound; the Node command when a
+-- JavaScript provider is configured.
+function H.check_openctx()
+  local ok, config = pcall(require("amp").get_config)
+  local openctx = require("amp.openctx")
+  local opts = ok and type(config) == "table" and config.openctx or nil
+  if type(opts) ~= "table" or opts.enabled == false then
+    health.info("OpenCtx is turned off (openctx.enabled = false)")
+    return
+  end
+  if vim.tbl_isempty(opts.providers or {}) then
+    health.info("no providers configured (openctx.providers; see :help amp-openctx)")
+    return
+  end
+  if not openctx.enabled() then
+    health.error("the OpenCtx client is not running (see :messages and :Amp log)")
+    return
+  end
+  local done = nil
+  openctx.check(function(result)
+    done = result
+  end)
+  local bound = (opts.startup_timeout_ms or 15000) + (opts.timeout_ms or 2000) + 1000
+  vim.wait(bound, function()
+    return done ~= nil
+  end, 20)
+  if done == nil then
+    health.error(("providers did not answer within %d ms"):format(bound))
+    return
+  end
+  local js = vim.tbl_filter(function(p)
+    return p.kind == "JavaScript module"
+  end, done.providers or {})
+  if #js > 0 then
+    H.check_node_command(opts.node_command, #js)
+  end
+  for _, p in ipairs(done.providers or {}) do
+    if p.ok then
+      local features = #(p.features or {}) > 0 and table.concat(p.features, ", ") or "nothing"
+      health.ok(("%s (%s): %s, offers %s"):format(p.uri, p.kind, p.name ~= "" and p.name or "no name", features))
+    else
+      health.error(("%s (%s): meta failed: %s"):format(p.uri, p.kind, p.error))
+    end
+  end
+end
+
+-- The command that runs JavaScript providers (openctx.node_command, not the
+-- `node` on PATH).
+function H.check_node_command(command, count)
+  local advice = { "set openctx.node_command to a Node.js 20 (or newer) executable" }
+  if vim.fn.executable(command) ~= 1 then
+    health.error(("openctx.node_command %q is not executable (%d JavaScript provider(s) need it)"):format(command, count), advice)
+    return
+  end
+  local ok, job = pcall(vim.system, { command, "--version" }, { text = true })
+  local res = ok and job:wait(5000) or nil
+  if res and res.code == 0 then
+    health.ok(("openctx.node_command %q: %s"):format(command, vim.trim(res.stdout or "")))
+  else
+    health.error(("openctx.node_command %q does not run: %s"):format(command, res and vim.trim(res.stderr or "") or tostring(job)), advice)
   end
 end
 

@@ -29,14 +29,17 @@ end
 ---@param config table
 function M.configure(config)
   H.config = config
+  H.providers = {}
   M.stop()
   if not config.enabled or vim.tbl_isempty(config.providers or {}) then
     return true
   end
   M.highlights()
-  local _, err = native.call("openctx_configure", {
-    providers = config.providers,
+  local entries, skipped = H.encode_providers(config.providers)
+  local result, err = native.call("openctx_configure", {
+    providers = entries,
     timeout_ms = config.timeout_ms,
+    startup_timeout_ms = config.startup_timeout_ms,
     max_file_bytes = config.max_file_bytes,
     node_command = config.node_command,
     host_script = native.root() .. "/node/openctx-host.mjs",
@@ -44,6 +47,13 @@ function M.configure(config)
   })
   if err then
     return false, "amp: OpenCtx: " .. err
+  end
+  H.providers = type(result) == "table" and result.providers or {}
+  -- A bad entry disables itself only (as in the reference client): one
+  -- warning each, the others work.
+  vim.list_extend(skipped, type(result) == "table" and result.skipped or {})
+  for _, why in ipairs(skipped) do
+    require("amp.notify").notify("amp: OpenCtx: provider skipped: " .. why, vim.log.levels.WARN)
   end
   local module = native.load()
   if type(module.openctx_on_win) ~= "function" then
@@ -57,6 +67,49 @@ function M.configure(config)
     M.refresh(vim.api.nvim_win_get_buf(win))
   end
   return true
+end
+
+--- One line (a message with newlines would open the hit-enter prompt).
+function H.one_line(msg)
+  return (tostring(msg):gsub("%s*\n%s*", " "))
+end
+
+--- Each provider entry as JSON text, encoded by vim.json.encode: that is how
+--- the shape of an empty table is decided (Lua has one kind of table). Inside
+--- a settings table an empty table is sent as a list, `[]` (`links = {}`),
+--- `vim.empty_dict()` as an object, `{}`; the settings table itself is always
+--- an object. Entries that cannot be encoded are skipped, with why.
+---@return table<string, string> entries, string[] skipped
+function H.encode_providers(providers)
+  local entries, skipped = {}, {}
+  for uri, entry in pairs(providers) do
+    if type(uri) ~= "string" then
+      table.insert(skipped, ("openctx.providers[%s]: the key must be a provider URI (a string)"):format(vim.inspect(uri)))
+    else
+      local ok, text = pcall(vim.json.encode, entry)
+      if ok then
+        entries[uri] = text
+      else
+        table.insert(skipped, ('openctx.providers["%s"]: cannot be sent to the provider (%s)'):format(uri, H.one_line(text)))
+      end
+    end
+  end
+  return entries, skipped
+end
+
+--- The providers in use (URIs), after skipping bad entries.
+function M.providers()
+  return H.providers or {}
+end
+
+--- Why OpenCtx cannot answer a command, or nil when it can.
+function H.unavailable()
+  if H.config and H.config.enabled == false then
+    return "amp: OpenCtx is turned off (openctx.enabled = false)"
+  end
+  if #M.providers() == 0 or not M.enabled() then
+    return "amp: no OpenCtx providers are configured: add one to openctx.providers in require('amp').setup() (see :help amp-openctx)"
+  end
 end
 
 function M.stop()
@@ -293,7 +346,7 @@ end
 
 local function report_failures(result)
   for _, f in ipairs(result.failures or {}) do
-    require("amp.notify").notify(("OpenCtx provider %s: %s"):format(f.provider, f.message), vim.log.levels.WARN)
+    require("amp.notify").notify(("amp: OpenCtx provider %s: %s"):format(f.provider, f.message), vim.log.levels.WARN)
   end
 end
 
@@ -335,7 +388,19 @@ end
 ---@param query? string
 ---@param on_done? fun(where: string)
 function M.mention(query, on_done)
-  H.request("openctx_mentions", { query or "" }, function(result)
+  local why = H.unavailable()
+  if why then
+    vim.notify(why, vim.log.levels.WARN, { title = "amp" })
+    return
+  end
+  -- The active document's URI goes with the query (MentionsParams.uri), as
+  -- VS Code's client sends it.
+  local path = ""
+  if vim.bo.buftype == "" then
+    local name = vim.api.nvim_buf_get_name(0)
+    path = name ~= "" and vim.fn.fnamemodify(name, ":p") or ""
+  end
+  H.request("openctx_mentions", { query or "", path }, function(result)
     report_failures(result)
     local mentions = result.mentions or {}
     if #mentions == 0 then
@@ -368,6 +433,11 @@ end
 --- `:Amp context {message}`: items from providers whose messageSelectors
 --- match the message, handed to the agent.
 function M.context(message, on_done)
+  local why = H.unavailable()
+  if why then
+    vim.notify(why, vim.log.levels.WARN, { title = "amp" })
+    return
+  end
   H.request("openctx_items_message", { message }, function(result)
     report_failures(result)
     local items = vim.tbl_map(function(x)
@@ -385,6 +455,13 @@ function M.context(message, on_done)
       on_done(where)
     end
   end)
+end
+
+--- `:checkhealth amp`: asks every provider's `meta` afresh, off the main
+--- thread; `callback(result)` gets `{providers = {{uri, kind, ok, name?,
+--- features?, error?}}}`.
+function M.check(callback)
+  H.request("openctx_check", {}, callback)
 end
 
 return M

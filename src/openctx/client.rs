@@ -99,11 +99,34 @@ fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
         return Ok(ProviderKind::JsModule);
     }
     if lower.starts_with("http:") || lower.starts_with("https:") {
-        let path = uri.split(['?', '#']).next().unwrap_or(uri);
-        let js = [".js", ".mjs", ".cjs", ".ts"].iter().any(|ext| path.to_ascii_lowercase().ends_with(ext));
-        return Ok(if js { ProviderKind::JsModule } else { ProviderKind::Http });
+        let url = reqwest::Url::parse(uri)
+            .map_err(|e| format!("openctx.providers[\"{uri}\"]: not a valid URL ({e})"))?;
+        return Ok(if is_remote_module(&url) { ProviderKind::JsModule } else { ProviderKind::Http });
     }
-    Err(format!("openctx.providers[\"{uri}\"]: unsupported provider URI (use http(s):, file:, http+js:, https+js: or mcp:)"))
+    let hint = if uri.starts_with(['/', '~', '.']) {
+        " (a path: write it as a file:///… URL)".to_owned()
+    } else if !uri.contains(':') && !uri.trim().is_empty() {
+        format!(" (a package name? write https://openctx.org/npm/{})", uri.trim())
+    } else {
+        " (use https://…, file:///abs/path.mjs, http+js:, https+js: or mcp:)".to_owned()
+    };
+    Err(format!("openctx.providers[\"{uri}\"]: not a provider URI{hint}"))
+}
+
+/// Whether an `http(s):` provider URL names a JavaScript module to download
+/// and run rather than an HTTP endpoint to POST to: exactly the reference's
+/// rule (`@openctx/client` 0.0.30, `createTransport.js`): the URL's path
+/// (without query or fragment, case-sensitive) ends in `.js`, `.mjs`, `.cjs`,
+/// `.ts`, `.mts` or `.cts` (`/\.[cm]?[jt]s$/`), or it is the well-known npm
+/// service every provider's README names, `https://openctx.org/npm/…`.
+pub fn is_remote_module(url: &reqwest::Url) -> bool {
+    let path = url.path();
+    let js_ext = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"].iter().any(|ext| path.ends_with(ext));
+    let well_known_npm = url.scheme() == "https"
+        && url.host_str() == Some("openctx.org")
+        && url.port().is_none()
+        && path.starts_with("/npm/");
+    js_ext || well_known_npm
 }
 
 #[derive(Clone)]
@@ -151,6 +174,8 @@ pub struct Failure {
 
 pub struct ClientOptions {
     pub timeout: Duration,
+    /// Deadline of a provider's start-up (see [`OpenCtxClient::call`]).
+    pub startup_timeout: Duration,
     pub node_command: String,
     pub host_script: PathBuf,
     pub cache_dir: PathBuf,
@@ -159,6 +184,7 @@ pub struct ClientOptions {
 pub struct OpenCtxClient {
     providers: Vec<Arc<Provider>>,
     timeout: Duration,
+    startup_timeout: Duration,
     node: NodeHost,
     mcp: Vec<McpProvider>,
     annotation_cache: Mutex<TtlCache<Vec<Annotation>>>,
@@ -197,6 +223,7 @@ impl OpenCtxClient {
         Self {
             providers,
             timeout: options.timeout,
+            startup_timeout: options.startup_timeout,
             node,
             mcp,
             annotation_cache: Mutex::new(TtlCache::new(RESULT_CACHE_ENTRIES, RESULT_CACHE_TTL)),
@@ -240,6 +267,17 @@ impl OpenCtxClient {
                 return Err(ProviderError::Transport("paused after repeated failures".into()));
             }
         }
+        let outcome = self.call_unrecorded(provider, method, params).await;
+        // Success is recorded by the caller once the answer has parsed: an
+        // answer of the wrong shape is a failure too.
+        if let Err(e) = &outcome {
+            self.record(provider, method, Err(e));
+        }
+        outcome
+    }
+
+    /// One call with its deadlines, its health neither consulted nor recorded.
+    async fn call_unrecorded(&self, provider: &Provider, method: &str, params: Value) -> Result<Value, ProviderError> {
         let settings = &provider.spec.settings;
         let once = |params: Value| async move {
             match &provider.transport {
@@ -260,16 +298,72 @@ impl OpenCtxClient {
                 other => other,
             }
         };
-        let outcome = match tokio::time::timeout(self.timeout, call).await {
-            Ok(r) => r,
-            Err(_) => Err(ProviderError::Timeout),
+        // Starting a process (Node importing a module, an MCP server's
+        // handshake, `npx` installing it first) has its own, longer deadline;
+        // the call itself then has the per-call one.
+        let start = async {
+            let once = || async {
+                match &provider.transport {
+                    Transport::Http(_) => Ok(()),
+                    Transport::Node(n) => n.start(&provider.spec.uri).await,
+                    Transport::Mcp(m) => m.start().await,
+                }
+            };
+            match once().await {
+                Err(ProviderError::Transport(e)) if !matches!(provider.transport, Transport::Http(_)) => {
+                    log::info(format!("openctx provider {}: {e}; retrying the start once", provider.spec.uri));
+                    once().await
+                }
+                other => other,
+            }
         };
-        // Success is recorded by the caller once the answer has parsed: an
-        // answer of the wrong shape is a failure too.
-        if let Err(e) = &outcome {
-            self.record(provider, method, Err(e));
-        }
+        let outcome = match tokio::time::timeout(self.startup_timeout, start).await {
+            Err(_) => Err(ProviderError::Transport(format!(
+                "did not start within {} ms (openctx.startup_timeout_ms)",
+                self.startup_timeout.as_millis()
+            ))),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(())) => match tokio::time::timeout(self.timeout, call).await {
+                Ok(r) => r,
+                Err(_) => Err(ProviderError::Timeout),
+            },
+        };
         outcome
+    }
+
+    /// `:checkhealth amp`: every provider's `meta`, asked afresh (nothing
+    /// cached, nothing counted as a failure): its kind, and its name and
+    /// features or why it failed, in provider order.
+    pub async fn check(&self) -> Vec<Value> {
+        join_all(self.providers.iter().map(|p| async move {
+            let kind = match p.spec.kind {
+                ProviderKind::Http => "HTTP endpoint",
+                ProviderKind::JsModule => "JavaScript module",
+                ProviderKind::Mcp { .. } => "MCP server",
+            };
+            let outcome = self
+                .call_unrecorded(p, "meta", json!({}))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|v| serde_json::from_value::<MetaResult>(v).map_err(|e| format!("bad meta: {e}")));
+            match outcome {
+                Ok(meta) => {
+                    let mut features = Vec::new();
+                    if meta.annotations.is_some() {
+                        features.push("annotations");
+                    }
+                    if meta.mentions.is_some() {
+                        features.push("mentions");
+                    }
+                    if meta.items.is_some() {
+                        features.push("items");
+                    }
+                    json!({ "uri": p.spec.uri, "kind": kind, "ok": true, "name": meta.name, "features": features })
+                }
+                Err(e) => json!({ "uri": p.spec.uri, "kind": kind, "ok": false, "error": e }),
+            }
+        }))
+        .await
     }
 
     /// Calls `method` and parses a list answer leniently (a malformed
@@ -419,11 +513,17 @@ impl OpenCtxClient {
     }
 
     /// Mentions from every provider that offers them, with its picker label.
-    pub async fn mentions(&self, query: &str) -> Vec<(String, Option<String>, Mention)> {
+    /// `uri` is the active document's (`MentionsParams.uri`), sent as VS Code's client does.
+    pub async fn mentions(&self, query: &str, uri: Option<&str>) -> Vec<(String, Option<String>, Mention)> {
+        let mut params = json!({ "query": query });
+        if let Some(uri) = uri {
+            params["uri"] = json!(uri);
+        }
+        let params = &params;
         let per_provider = join_all(self.providers.iter().map(|p| async move {
             let meta = self.meta(p).await?;
             let label = meta.meta.mentions.as_ref()?.label.clone();
-            let list: Vec<Mention> = self.call_list(p, "mentions", json!({ "query": query })).await?;
+            let list: Vec<Mention> = self.call_list(p, "mentions", params.clone()).await?;
             Some((p.spec.uri.clone(), list.into_iter().map(|m| (label.clone(), m)).collect::<Vec<_>>()))
         }))
         .await;
@@ -478,6 +578,23 @@ mod tests {
         assert_eq!(kind("https+js://example.com/p"), ProviderKind::JsModule);
         assert_eq!(kind("file:///abs/p.mjs"), ProviderKind::JsModule);
         assert!(ProviderSpec::from_entry("ftp://x", &json!(true)).is_err());
+        // The reference's exact rule (createTransport.js): /\.[cm]?[jt]s$/ on the
+        // path, case-sensitive; https://openctx.org/npm/… is a module too.
+        assert_eq!(kind("https://example.com/p.mts"), ProviderKind::JsModule);
+        assert_eq!(kind("https://example.com/p.cts"), ProviderKind::JsModule);
+        assert_eq!(kind("https://example.com/p.ts#x"), ProviderKind::JsModule);
+        assert_eq!(kind("https://example.com/P.JS"), ProviderKind::Http);
+        assert_eq!(kind("https://example.com/p.json"), ProviderKind::Http);
+        assert_eq!(kind("https://example.com/api?f=p.js"), ProviderKind::Http);
+        assert_eq!(kind("https://openctx.org/npm/@openctx/provider-links"), ProviderKind::JsModule);
+        assert_eq!(kind("https://OpenCtx.org:443/npm/@openctx/provider-links"), ProviderKind::JsModule);
+        assert_eq!(kind("http://openctx.org/npm/@openctx/provider-links"), ProviderKind::Http);
+        assert_eq!(kind("https://openctx.org:8443/npm/x"), ProviderKind::Http);
+        assert_eq!(kind("https://openctx.org/docs"), ProviderKind::Http);
+        assert_eq!(kind("https://www.openctx.org/npm/x"), ProviderKind::Http);
+        let err = |uri: &str| ProviderSpec::from_entry(uri, &json!(true)).unwrap_err();
+        assert!(err("/abs/p.mjs").contains("file:///"), "{}", err("/abs/p.mjs"));
+        assert!(err("@openctx/provider-links").contains("https://openctx.org/npm/@openctx/provider-links"));
         assert_eq!(ProviderSpec::from_entry("https://x", &json!(false)).unwrap(), None);
     }
 

@@ -21,7 +21,10 @@ use crate::{bridge, log};
 
 pub struct ServiceOptions {
     pub providers: Vec<ProviderSpec>,
+    /// Entries left out, each with why (one line each).
+    pub skipped: Vec<String>,
     pub timeout: Duration,
+    pub startup_timeout: Duration,
     pub max_file_bytes: usize,
     pub node_command: String,
     pub host_script: PathBuf,
@@ -32,12 +35,32 @@ impl ServiceOptions {
     pub fn from_json(v: &Value) -> Result<Self, String> {
         let field = |k: &str| v.get(k).filter(|x| !x.is_null());
         let mut providers = Vec::new();
+        let mut skipped = Vec::new();
         match field("providers") {
             None => {}
             Some(Value::Object(map)) => {
                 for (uri, entry) in map {
-                    if let Some(spec) = ProviderSpec::from_entry(uri, entry)? {
-                        providers.push(spec);
+                    // Lua hands each entry over as JSON text (vim.json.encode:
+                    // an empty table is `[]`, vim.empty_dict() is `{}`).
+                    let parsed;
+                    let entry = match entry {
+                        Value::String(text) => match serde_json::from_str::<Value>(text) {
+                            Ok(v) => {
+                                parsed = v;
+                                &parsed
+                            }
+                            Err(e) => {
+                                skipped.push(format!("openctx.providers[\"{uri}\"]: not JSON ({e})"));
+                                continue;
+                            }
+                        },
+                        other => other,
+                    };
+                    // A bad entry disables itself only, as in the reference client.
+                    match ProviderSpec::from_entry(uri, entry) {
+                        Ok(Some(spec)) => providers.push(spec),
+                        Ok(None) => {}
+                        Err(e) => skipped.push(e),
                     }
                 }
             }
@@ -59,7 +82,9 @@ impl ServiceOptions {
         };
         Ok(Self {
             providers,
+            skipped,
             timeout: Duration::from_millis(int("timeout_ms", 2000)?.max(1)),
+            startup_timeout: Duration::from_millis(int("startup_timeout_ms", 15000)?.max(1)),
             max_file_bytes: int("max_file_bytes", 1024 * 1024)? as usize,
             node_command: string("node_command")?.unwrap_or_else(|| "node".into()),
             host_script: string("host_script")?.map(PathBuf::from).ok_or("openctx.host_script is missing")?,
@@ -95,6 +120,7 @@ pub fn configure(options: ServiceOptions) -> Result<Value, String> {
         options.providers,
         ClientOptions {
             timeout: options.timeout,
+            startup_timeout: options.startup_timeout,
             node_command: options.node_command,
             host_script: options.host_script,
             cache_dir: options.cache_dir,
@@ -102,8 +128,11 @@ pub fn configure(options: ServiceOptions) -> Result<Value, String> {
     ));
     let providers = client.provider_uris();
     log::info(format!("openctx: {} provider(s): {}", providers.len(), providers.join(", ")));
+    for s in &options.skipped {
+        log::warn(format!("openctx: provider skipped: {s}"));
+    }
     *service() = Some(Service { runtime, client, max_file_bytes: options.max_file_bytes });
-    Ok(json!({ "providers": providers }))
+    Ok(json!({ "providers": providers, "skipped": options.skipped }))
 }
 
 /// Stops the service (its Node and MCP children are killed). Idempotent.
@@ -217,18 +246,34 @@ fn resolve(id: i64, result: Value) {
     let _ = bridge::post(move || annotations::resolve_request(id, &result));
 }
 
-pub fn mentions(query: String, id: i64) -> Result<(), String> {
+/// Mentions for `query`; `path` is the active document's file ("" for none),
+/// sent as the `uri` of the request.
+pub fn mentions(query: String, path: String, id: i64) -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
+    let uri = (!path.is_empty()).then(|| crate::amp::uri::path_to_file_uri(std::path::Path::new(&path)));
     s.runtime.spawn(async move {
-        let list = client.mentions(&query).await;
+        let list = client.mentions(&query, uri.as_deref()).await;
         let failures = client.take_failures();
         let items: Vec<Value> = list
             .into_iter()
             .map(|(provider, label, m)| json!({ "provider": provider, "label": label, "mention": m }))
             .collect();
         resolve(id, json!({ "mentions": items, "failures": failures_json(failures) }));
+    });
+    Ok(())
+}
+
+/// `:checkhealth amp`: every provider's `meta`, asked afresh, resolved as
+/// `{providers = [{uri, kind, ok, name?, features?, error?}], skipped}`.
+pub fn check(id: i64) -> Result<(), String> {
+    let guard = service();
+    let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
+    let client = s.client.clone();
+    s.runtime.spawn(async move {
+        let providers = client.check().await;
+        resolve(id, json!({ "providers": providers }));
     });
     Ok(())
 }
@@ -271,6 +316,36 @@ mod tests {
 
     fn mark(line: usize, title: &str) -> Mark {
         Mark { line, col: 0, title: title.into() }
+    }
+
+    #[test]
+    fn a_bad_entry_is_skipped_alone_and_entries_may_be_json_text() {
+        let options = ServiceOptions::from_json(&json!({
+            "host_script": "/h.mjs",
+            "cache_dir": "/c",
+            "providers": {
+                "file:///good.mjs": "{\"links\":[]}",
+                "https://ok.example/api": true,
+                "/abs/p.mjs": "true",
+                "mcp:x": "{\"args\":[\"a\"]}",
+                "mcp:y": "{\"command\":\"node\",\"args\":\"a.js\"}",
+                "file:///off.mjs": "false",
+                "file:///broken.mjs": "{not json",
+            },
+        }))
+        .unwrap();
+        let uris: Vec<&str> = options.providers.iter().map(|p| p.uri.as_str()).collect();
+        assert_eq!(uris, ["file:///good.mjs", "https://ok.example/api"]);
+        assert_eq!(options.providers[0].settings, json!({"links": []}));
+        assert_eq!(options.skipped.len(), 4, "{:?}", options.skipped);
+        for (uri, why) in [("/abs/p.mjs", "file:///"), ("mcp:x", "command"), ("mcp:y", "args"), ("file:///broken.mjs", "JSON")] {
+            assert!(
+                options.skipped.iter().any(|s| s.contains(&format!("\"{uri}\"")) && s.contains(why) && !s.contains('\n')),
+                "{uri}: {:?}",
+                options.skipped
+            );
+        }
+        assert_eq!(options.startup_timeout, Duration::from_millis(15000));
     }
 
     #[test]

@@ -113,6 +113,8 @@ class HttpProvider:
 
     def __init__(self):
         self.routes: dict[str, Callable[..., HttpReply]] = {}
+        # GET path -> (content type, body): files served as they are (remote modules).
+        self.files: dict[str, tuple[str, bytes]] = {}
         self.requests: list[dict] = []
         self.release = threading.Event()  # ends hanging replies
         self._lock = threading.Lock()
@@ -122,6 +124,22 @@ class HttpProvider:
             def log_message(self, *args):  # keep pytest's output clean
                 pass
 
+            def do_GET(self):
+                with provider._lock:
+                    provider.requests.append({"path": self.path, "verb": "GET", "body": None, "raw": b"",
+                                              "headers": {k.lower(): v for k, v in self.headers.items()},
+                                              "t": time.monotonic()})
+                content_type, body = provider.files.get(self.path, ("text/plain", None))
+                try:
+                    self.send_response(200 if body is not None else 404)
+                    self.send_header("Content-Type", content_type)
+                    body = body if body is not None else b"no such file"
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
@@ -129,7 +147,7 @@ class HttpProvider:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                req = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                req = {"path": self.path, "verb": "POST", "headers": {k.lower(): v for k, v in self.headers.items()},
                        "raw": raw, "body": body, "t": time.monotonic()}
                 with provider._lock:
                     provider.requests.append(req)
@@ -168,11 +186,22 @@ class HttpProvider:
         self.routes[path] = fn
         return self.url(path)
 
+    def serve_file(self, path: str, body: bytes, content_type: str) -> str:
+        """Serves ``body`` to GET ``path`` with ``content_type``; returns its URL."""
+        self.files[path] = (content_type, body)
+        return self.url(path)
+
+    def verbs(self, path: str) -> set[str]:
+        """The HTTP methods of the requests made to ``path``."""
+        with self._lock:
+            return {r.get("verb", "POST") for r in self.requests if r["path"] == path}
+
     def seen(self, path: str | None = None, method: str | None = None) -> list[dict]:
         with self._lock:
             reqs = list(self.requests)
         return [r for r in reqs
-                if (path is None or r["path"] == path)
+                if r.get("verb", "POST") == "POST"
+                and (path is None or r["path"] == path)
                 and (method is None or (isinstance(r["body"], dict) and r["body"].get("method") == method))]
 
     def close(self) -> None:
@@ -333,6 +362,17 @@ end
 """
 
 
+def reconfigure(ed: Editor, providers_lua: str, **openctx) -> None:
+    """``require('amp').setup()`` again, with the current options but
+    ``openctx.providers`` set to the Lua expression ``providers_lua`` (Lua
+    tables as a user writes them: ``{}``, ``vim.empty_dict()``)."""
+    ed.lua("local providers_fn, extra = ...\n"
+           "local opts = vim.deepcopy(require('amp').get_config())\n"
+           "opts.openctx.providers = assert(loadstring('return ' .. providers_fn))()\n"
+           "for k, v in pairs(extra) do opts.openctx[k] = v end\n"
+           "require('amp').setup(opts)", providers_lua, openctx or {"enabled": True})
+
+
 def start(nvim_factory, providers: dict, *, agent: bool = False, **openctx) -> Editor:
     """A headless Neovim with OpenCtx configured (the Amp server only with ``agent``)."""
     opts = {"enabled": True, "providers": providers}
@@ -476,11 +516,14 @@ def alive(pid: int) -> bool:
 # --------------------------------------------------------------------------
 
 
-def run_reference(tmp: Path, providers: dict, documents: list[dict], timeout: float = 30) -> dict:
-    """Runs differential/reference.mjs (@openctx/client 0.0.30) on the documents."""
+def run_reference(tmp: Path, providers: dict, documents: list[dict], timeout: float = 30,
+                  mentions: list[dict] | None = None) -> dict:
+    """Runs differential/reference.mjs (@openctx/client 0.0.30) on the documents
+    (and the mention requests)."""
     require_node_modules(REFERENCE_CLIENT)
     inp = tmp / "reference-input.json"
-    inp.write_text(json.dumps({"providers": providers, "documents": documents}), "utf-8")
+    inp.write_text(json.dumps({"providers": providers, "documents": documents, "mentions": mentions or []}),
+                   "utf-8")
     proc = subprocess.run(["node", str(REFERENCE_SCRIPT), str(inp)], capture_output=True, timeout=timeout,
                           cwd=str(FIXTURES))
     assert proc.returncode == 0, f"reference.mjs failed ({proc.returncode}): {proc.stderr.decode()[-3000:]}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -24,10 +25,10 @@ import pytest
 
 from conftest import file_uri
 from context_helpers import connect_recorder
-from openctx_helpers import (EVERYTHING, EVERYTHING_DOCS, REFERENCE_CLIENT, SLOW_PROVIDER, WORD_PROVIDER,
-                             HttpProvider, HttpReply, alive, all_mark_texts, children_with, mark_texts, marks,
+from openctx_helpers import (EVERYTHING, EVERYTHING_DOCS, FIXTURES, NODE_MODULES, REFERENCE_CLIENT, SLOW_PROVIDER,
+                             WAIT, WORD_PROVIDER, HttpProvider, HttpReply, alive, all_mark_texts, children_with, mark_texts, marks,
                              module_uri, notes, occurrences, open_doc, plain_range, require_node_modules, result,
-                             run_reference, screen_line, set_lines, shown_ranges, start, stored, titles,
+                             reconfigure, run_reference, screen_line, set_lines, shown_ranges, start, stored, titles,
                              tracked_buffers, utf16_index, utf16_len, utf16_to_byte, wait_marks, wait_stored,
                              word_route)
 
@@ -903,3 +904,303 @@ def test_differential_unusual_answers_match_the_reference_client(nvim_factory, t
     assert matched, ("annotations differ from @openctx/client 0.0.30\n  reference: "
                      + "\n    ".join(map(repr, want)) + "\n  ours:      " + "\n    ".join(map(repr, got))
                      + f"\n  reference errors: {ref['errors']}")
+
+
+# --------------------------------------------------------------------------
+# issue #16: real providers work the way their users expect
+# --------------------------------------------------------------------------
+
+LINEAR = NODE_MODULES / "@openctx" / "provider-linear-issues" / "dist" / "bundle.js"
+SETTINGS_LIST = FIXTURES / "provider-settings-list.mjs"
+IMPORT_FAILS = FIXTURES / "provider-import-fails.mjs"
+THROWS = FIXTURES / "provider-throws.mjs"
+SLOW_MCP = FIXTURES / "mcp-slow-start.mjs"
+NPM_MODULE = "https://openctx.org/npm/@openctx/provider-linear-issues"
+HTML_PAGE = b"<!doctype html><html><head><title>Sign in</title></head><body>Sign in</body></html>"
+
+
+def wait_notes(ed, pred, timeout: float = WAIT, what: str = "notifications") -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = notes(ed)
+        if pred(found):
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {found!r} {ed.messages()}"
+        time.sleep(0.05)
+
+
+def note_about(found: list[dict], provider: str) -> list[str]:
+    return [n["msg"] for n in found if provider in n["msg"]]
+
+
+def test_module_urls_are_downloaded_and_run_as_the_reference_decides(nvim_factory, http_provider, tmp_path):
+    """Which provider URLs are JS modules (downloaded, then run by Node) and
+    which are HTTP endpoints (POSTed to), and the Content-Type a downloaded
+    module must have: as @openctx/client 0.0.30 decides, on real modules
+    served by a local HTTP server (the published linear-issues bundle at an
+    /npm/@openctx/… path, as openctx.org/npm serves it)."""
+    require_node_modules(LINEAR)
+    hp = http_provider
+    word_js = WORD_PROVIDER.read_bytes()
+    npm_js = hp.serve_file("/npm/@openctx/provider-linear-issues", LINEAR.read_bytes(), "text/javascript")
+    npm_plus_js = npm_js.replace("http://", "http+js://", 1)
+    remote = hp.serve_file("/dist/word.js", word_js, "application/javascript; charset=utf-8")
+    remote_mts = hp.serve_file("/dist/word.mts", word_js, "text/plain")
+    html = hp.serve_file("/dist/login.js", HTML_PAGE, "text/html; charset=utf-8")
+    upper = hp.route("/dist/Upper.JS", word_route(label="upper"))        # case-sensitive: an endpoint
+    npm_http = hp.route("/npm/provider-word", word_route(label="npm-http"))  # /npm/ elsewhere: an endpoint
+    providers = {
+        npm_plus_js: True,
+        remote: {"label": "remote"},
+        remote_mts: {"label": "remote-mts"},
+        html: True,
+        upper: True,
+        npm_http: True,
+        NPM_MODULE: True,
+    }
+    path, lines = "/w/src/m.ts", ["a mark", "mark é mark"]
+    doc = {"uri": file_uri(path), "content": "\n".join(lines)}
+
+    reference = run_reference(tmp_path, providers, [doc])
+    # The reference's decision: what it asked to import (after +js is stripped).
+    modules = set(reference["imported"])
+    assert modules == {npm_js, remote, remote_mts, html, NPM_MODULE}, modules
+    ref_errors = {e["providerUri"]: e["message"] for e in reference["documents"][0]["errors"]}
+    assert 'invalid Content-Type "text/html"' in ref_errors[html], ref_errors
+    assert NPM_MODULE in ref_errors  # no internet here: its download fails
+    want = [(a["providerUri"], plain_range(a["range"]), a["title"]) for a in reference["documents"][0]["annotations"]]
+    assert {w[2].split()[0] for w in want} == {"remote", "remote-mts", "upper", "npm-http"}, want
+
+    hp.requests.clear()
+    ed = start(nvim_factory, providers, timeout_ms=8000)
+    ed.lua("amp_t.record_notify()")
+    buf = open_doc(ed, path, lines)
+    ours = wait_stored(ed, buf, lambda a: len(a) >= len(want), timeout=20)
+    got = [(a["provider"], plain_range(a.get("range")), a["item"]["title"]) for a in ours]
+    assert got == want
+
+    # Ours: modules are fetched (GET), endpoints are POSTed to, as the reference decided.
+    for p in ("/npm/@openctx/provider-linear-issues", "/dist/word.js", "/dist/word.mts", "/dist/login.js"):
+        assert hp.verbs(p) == {"GET"}, (p, hp.verbs(p))
+    for p in ("/dist/Upper.JS", "/npm/provider-word"):
+        assert hp.verbs(p) == {"POST"}, (p, hp.verbs(p))
+    found = wait_notes(ed, lambda n: note_about(n, html) and note_about(n, NPM_MODULE), timeout=20,
+                       what="the failures of the HTML page and of openctx.org")
+    # The HTML page is refused for its Content-Type, not run.
+    assert any("Content-Type" in m or "not a JavaScript module" in m for m in note_about(found, html)), found
+    # openctx.org/npm/… is downloaded (which fails offline), never POSTed to.
+    assert any("downloading" in m or "not a JavaScript module" in m for m in note_about(found, NPM_MODULE)), found
+    # The real linear-issues bundle was imported: its meta answered (no failure).
+    assert not note_about(found, npm_plus_js), found
+
+
+BAD_ENTRIES = {
+    "/abs/provider.mjs": True,                               # a bare path, not a URL
+    "@openctx/provider-links": True,                         # a package name
+    "mcp:no-command": {"args": ["x"]},                       # mcp: without command
+    "mcp:string-args": {"command": "node", "args": "x.js"},  # args as a string
+}
+
+
+def test_a_bad_provider_entry_disables_only_itself(nvim_factory, tmp_path):
+    """One malformed entry: a one-line warning naming it, and every other
+    provider works, as in @openctx/client (which skips it with an error)."""
+    good = wrapper_module(tmp_path / "providers", "good.mjs")
+    providers = dict(BAD_ENTRIES, **{good: {"label": "good"}})
+    path, lines = "/w/bad.ts", ["mark", "x mark"]
+    doc = {"uri": file_uri(path), "content": "\n".join(lines)}
+    reference = run_reference(tmp_path, providers, [doc])
+    ref = reference["documents"][0]
+    assert {e["providerUri"] for e in ref["errors"]} == set(BAD_ENTRIES), ref["errors"]
+
+    ed = start(nvim_factory, providers, timeout_ms=8000)
+    buf = open_doc(ed, path, lines)
+    ours = wait_stored(ed, buf, lambda a: len(a) >= len(ref["annotations"]))
+    assert [(a["provider"], plain_range(a.get("range")), a["item"]["title"]) for a in ours] == \
+        [(a["providerUri"], plain_range(a["range"]), a["title"]) for a in ref["annotations"]]
+    assert ed.lua("return require('amp.openctx').providers()") == [good]
+    # One warning per bad entry, one line each, naming it.
+    shown = ed.messages().splitlines()
+    for uri in BAD_ENTRIES:
+        lines_about = [m for m in shown if f'"{uri}"' in m]
+        assert len(lines_about) == 1 and lines_about[0].startswith("amp: OpenCtx: provider skipped:"), (uri, shown)
+    assert any("file:///" in m for m in shown if "/abs/provider.mjs" in m), shown
+    assert any("https://openctx.org/npm/@openctx/provider-links" in m for m in shown), shown
+    assert any("command" in m for m in shown if "mcp:no-command" in m), shown
+    assert any("args" in m for m in shown if "mcp:string-args" in m), shown
+
+
+def test_empty_lua_tables_in_settings_are_sent_as_lists_and_empty_dict_as_an_object(nvim_factory, tmp_path):
+    """Lua has one kind of table: inside settings, `{}` is sent as `[]` (what
+    `links = {}` means to a provider that maps over its links), and
+    `vim.empty_dict()` as `{}`, as vim.json.encode does; the settings table
+    itself is always an object."""
+    uri = module_uri(SETTINGS_LIST)
+    other = wrapper_module(tmp_path / "providers", "top.mjs", SETTINGS_LIST)
+    ed = start(nvim_factory, {WORD: True})
+    reconfigure(ed, "{ [%s] = { links = {}, headers = vim.empty_dict(), nested = { tags = {}, opts = vim.empty_dict() },"
+                    " some = { 'a', 'b' }, n = 3 }, [%s] = {} }" % (json.dumps(uri), json.dumps(other)))
+    ed.lua("amp_t.record_notify()")
+    buf = open_doc(ed, "/w/settings.ts", ["settings"])
+    found = wait_stored(ed, buf, lambda a: len(a) >= 2)
+    got = {a["provider"]: json.loads(a["item"]["title"]) for a in found}
+    assert got[uri] == {"links": 0, "settings": {"links": [], "headers": {}, "nested": {"tags": [], "opts": {}},
+                                                 "some": ["a", "b"], "n": 3}}, got
+    assert got[other] == {"links": 0, "settings": {}}, got
+    assert notes(ed) == []
+
+
+def test_a_slow_starting_mcp_server_gets_the_startup_deadline(nvim_factory):
+    """A real MCP server that needs 3 s to start (as `npx -y` the first
+    time) works with the default 2 s call deadline: its start-up has
+    `startup_timeout_ms`; a start-up deadline too short says so."""
+    slow = {"mcp:slow": {"command": "node", "args": [str(SLOW_MCP)], "env": {"START_DELAY_MS": "3000"}}}
+    ed = start(nvim_factory, slow, timeout_ms=2000)
+    ed.lua("amp_t.record_notify(); amp_t.pick_first()")
+    t0 = time.monotonic()
+    ed.nvim.command("Amp mention feat")
+    scratch = wait_scratch(ed, "amp://context/features.md", timeout=20)
+    assert time.monotonic() - t0 >= 2.5  # it did take longer than a call's deadline
+    text = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", scratch))
+    assert text == (EVERYTHING_DOCS / "features.md").read_text("utf-8")
+    assert [n for n in notes(ed) if "mcp:slow" in n["msg"]] == []
+
+    ed2 = start(nvim_factory, slow, timeout_ms=2000, startup_timeout_ms=1000)
+    ed2.lua("amp_t.record_notify(); amp_t.pick_first()")
+    ed2.nvim.command("Amp mention feat")
+    found = wait_notes(ed2, lambda n: note_about(n, "mcp:slow"), timeout=10)
+    assert any("did not start within 1000 ms" in m for m in note_about(found, "mcp:slow")), found
+
+
+def test_startup_timeout_ms_is_validated(nvim_factory):
+    ed = nvim_factory(auto_start=False, _wait=False)
+    err = ed.lua("""
+        local ok, err = pcall(require('amp').setup, { openctx = { startup_timeout_ms = 0 } })
+        return err
+    """)
+    assert "openctx.startup_timeout_ms must be a positive integer, got 0" in err, err
+    err = ed.lua("""
+        local ok, err = pcall(require('amp').setup, { openctx = { startup_timeout_ms = 'soon' } })
+        return err
+    """)
+    assert 'openctx.startup_timeout_ms must be a positive integer, got "soon"' in err, err
+
+
+def test_import_failures_and_thrown_errors_are_labelled(nvim_factory):
+    """A module Node cannot import and a provider that throws, each named:
+    "import failed: …" / "provider threw: …" (real modules: one importing a
+    package that is not installed, one throwing, and the published
+    linear-issues provider, which throws without its access token)."""
+    require_node_modules(LINEAR)
+    import_fails, throws, linear = module_uri(IMPORT_FAILS), module_uri(THROWS), module_uri(LINEAR)
+    ed = start(nvim_factory, {import_fails: True, throws: True, linear: True})
+    ed.lua("amp_t.record_notify(); amp_t.pick_first()")
+    open_doc(ed, "/w/labels.ts", ["x"])
+    found = wait_notes(ed, lambda n: note_about(n, import_fails) and note_about(n, throws))
+    about = note_about(found, import_fails)
+    assert len(about) == 1 and about[0].startswith(
+        f"amp: OpenCtx provider {import_fails}: meta failed: import failed: Cannot find package"), found
+    assert note_about(found, throws) == [f"amp: OpenCtx provider {throws}: meta failed: provider threw: boom from meta"], found
+    ed.nvim.command("Amp mention issue")
+    found = wait_notes(ed, lambda n: note_about(n, linear), timeout=15)
+    assert any(f"OpenCtx provider {linear}: mentions failed: provider threw: must provide a Linear" in m
+               for m in note_about(found, linear)), found
+    assert not any("provider error 0" in n["msg"] for n in found), found
+
+
+def test_mentions_send_the_active_documents_uri_as_the_reference_client(nvim_factory, http_provider, tmp_path):
+    """`mentions` params are {query, uri} with the active document's URI (as
+    VS Code's client sends them): the body the provider gets is the one
+    @openctx/client sends for the same request."""
+    mentions = [{"title": "alpha", "uri": "doc://alpha"}, {"title": "beta", "uri": "doc://beta"}]
+    url = http_provider.route("/m", word_route(label="m", mentions=mentions))
+    providers = {url: {"token": "t"}}
+    path = tmp_path / "src" / "active file.ts"
+    path.parent.mkdir(parents=True)
+    path.write_text("mark\n", "utf-8")
+    params = {"query": "al", "uri": file_uri(path)}
+    reference = run_reference(tmp_path, providers, [], mentions=[params])
+    assert [m["title"] for m in reference["mentions"][0]["mentions"]] == ["alpha"]
+    ref_body = http_provider.seen("/m", "mentions")[-1]["body"]
+    http_provider.requests.clear()
+
+    ed = start(nvim_factory, providers)
+    ed.lua("amp_t.pick_first()")
+    ed.lua("vim.cmd.edit(...)", str(path))  # nvim_cmd: no escaping needed
+    ed.nvim.command("Amp mention al")
+    wait_scratch(ed, "amp://context/alpha")
+    ours = http_provider.seen("/m", "mentions")
+    assert [r["body"] for r in ours] == [ref_body], (ours, ref_body)
+    assert ref_body["params"] == params
+
+
+def test_mention_without_providers_says_how_to_add_one(nvim_factory):
+    ed = nvim_factory(auto_start=False, _wait=False, openctx={"enabled": True, "providers": {}})
+    msgs = ed.lua("""
+        local got = {}
+        vim.notify = function(msg) table.insert(got, msg) end
+        vim.cmd('Amp mention')
+        vim.cmd('Amp context some message')
+        return got
+    """)
+    assert len(msgs) == 2, msgs
+    for m in msgs:
+        assert "no OpenCtx providers are configured" in m and "openctx.providers" in m and "\n" not in m, m
+        assert "not enabled" not in m, m
+
+
+def checkhealth(ed) -> str:
+    ed.nvim.command("checkhealth amp")
+    return "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+
+
+def test_checkhealth_reports_each_provider_and_the_node_command(nvim_factory, http_provider, tmp_path):
+    """`:checkhealth amp` asks each provider's meta (off the main thread,
+    bounded) and reports it ok or failed with why; with a JS provider
+    configured it checks openctx.node_command, not the `node` on PATH."""
+    import shutil
+    node = shutil.which("node")
+    assert node
+    # A node_command that is not on PATH: a wrapper script of its own.
+    wrapper = tmp_path / "bin" / "my-node"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {node} \"$@\"\n", "utf-8")
+    wrapper.chmod(0o755)
+    url = http_provider.route("/h", word_route(label="h"))
+    broken = http_provider.url("/missing")
+    throws = module_uri(THROWS)
+    ed = start(nvim_factory, {WORD: True, url: True, broken: True, throws: True}, node_command=str(wrapper))
+    report = checkhealth(ed)
+    assert "amp.nvim-rs: OpenCtx" in report, report
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    assert f'openctx.node_command "{wrapper}": {version}' in report, report
+    lines = report.splitlines()
+
+    def line_of(uri):
+        found = [line for line in lines if uri + " (" in line]
+        assert len(found) == 1, (uri, report)
+        return found[0]
+
+    assert "OK" in line_of(WORD) and "offers annotations" in line_of(WORD), report
+    assert "OK" in line_of(url) and "offers annotations" in line_of(url), report
+    assert "ERROR" in line_of(broken) and "meta failed:" in line_of(broken) and "404" in line_of(broken), report
+    assert "ERROR" in line_of(throws) and "provider threw: boom from meta" in line_of(throws), report
+
+    ed2 = start(nvim_factory, {WORD: True}, node_command=str(tmp_path / "no-such-node"))
+    report = checkhealth(ed2)
+    assert f'openctx.node_command "{tmp_path / "no-such-node"}" is not executable' in report, report
+
+
+def test_the_documented_npx_mcp_example_works_on_first_use(nvim_factory):
+    """The example of :help amp-openctx, `npx -y @modelcontextprotocol/server-everything`,
+    with the default deadlines: npx takes seconds to start the server (here
+    it finds the package installed in tests/fixtures/openctx, no network)."""
+    npx = {"mcp:everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
+                              "cwd": str(FIXTURES)}}
+    ed = start(nvim_factory, npx)
+    ed.lua("amp_t.record_notify(); amp_t.pick_first()")
+    ed.nvim.command("Amp mention feat")
+    scratch = wait_scratch(ed, "amp://context/features.md", timeout=30)
+    text = "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", scratch))
+    assert text == (EVERYTHING_DOCS / "features.md").read_text("utf-8")
+    assert [n for n in notes(ed) if "mcp:everything" in n["msg"]] == []

@@ -158,6 +158,15 @@ impl McpProvider {
         }))
     }
 
+    /// The server's start-up: spawns it if none runs and waits for the MCP
+    /// handshake (`npx` may first install the server). The caller gives it a
+    /// longer deadline than a call (`openctx.startup_timeout_ms`). Cancel-safe:
+    /// the handshake runs detached and a later call finds it done.
+    pub async fn start(&self) -> Result<(), ProviderError> {
+        let session = self.session()?;
+        Self::ready(&session).await.map(|_| ())
+    }
+
     /// Kills the server (pending calls fail). A later call starts a new one.
     pub async fn shutdown(&self) {
         let session = lock(&self.inner.session).take();

@@ -41,6 +41,10 @@ pub enum ProviderError {
     Protocol(String),
     /// The provider's own `{error: {code, message}}`.
     Provider { code: i64, message: String },
+    /// A JS module could not be imported (or has no provider in it).
+    Import(String),
+    /// A JS provider's method threw (or its promise rejected).
+    Threw(String),
 }
 
 impl fmt::Display for ProviderError {
@@ -52,6 +56,8 @@ impl fmt::Display for ProviderError {
             ProviderError::Provider { code, message } => {
                 write!(f, "provider error {code}: {message}")
             }
+            ProviderError::Import(m) => write!(f, "import failed: {m}"),
+            ProviderError::Threw(m) => write!(f, "provider threw: {m}"),
         }
     }
 }
@@ -94,6 +100,20 @@ pub(crate) fn outcome_of(message: &serde_json::Map<String, Value>) -> Result<Val
                 "answer has neither `result` nor `error`".into(),
             )),
         },
+    }
+}
+
+/// An answer of the Node host: as [`outcome_of`], and an error with
+/// `kind: "import"` / `"threw"` (node/openctx-host.mjs) is labelled so.
+pub(crate) fn host_outcome_of(message: &serde_json::Map<String, Value>) -> Result<Value, ProviderError> {
+    let outcome = outcome_of(message);
+    let kind = message.get("error").and_then(|e| e.get("kind")).and_then(Value::as_str);
+    match (outcome, kind) {
+        (Err(ProviderError::Provider { code, message }), Some(kind @ ("import" | "threw"))) => {
+            let message = if code != 0 { format!("{message} (code {code})") } else { message };
+            Err(if kind == "import" { ProviderError::Import(message) } else { ProviderError::Threw(message) })
+        }
+        (outcome, _) => outcome,
     }
 }
 
@@ -623,7 +643,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         ));
         return;
     };
-    let outcome = outcome_of(&message);
+    let outcome = if jsonrpc { outcome_of(&message) } else { host_outcome_of(&message) };
     let tx = lock(&shared.state).pending.remove(&id);
     match tx {
         Some(tx) => {

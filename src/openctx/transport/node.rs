@@ -43,6 +43,8 @@ struct NodeInner {
     downloads: Mutex<HashMap<String, watch::Receiver<DownloadResult>>>,
     /// A liveness ping is in flight (one at a time).
     pinging: AtomicBool,
+    /// Modules imported by [`NodeHost::start`], and the process that imported them.
+    loaded: Mutex<HashMap<String, std::sync::Weak<ChildConn>>>,
 }
 
 /// The Node host shared by all JS module providers. Cheap to clone.
@@ -111,6 +113,17 @@ fn is_fresh(path: &Path) -> bool {
         })
 }
 
+/// The reference's rule for a remote module's `Content-Type`
+/// (`fetchProviderSource` in `@openctx/client` 0.0.30): its media type,
+/// parameters dropped, must be `text/javascript`, `application/javascript` or
+/// `text/plain`; an HTML page (a login or error page) is refused.
+fn is_module_content_type(header: Option<&str>) -> bool {
+    let Some(header) = header else { return false };
+    let media = header.trim();
+    let media = media.split(';').next().unwrap_or(media);
+    matches!(media, "text/javascript" | "application/javascript" | "text/plain")
+}
+
 async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
     let fetch = async {
         let client = shared_client().map_err(|e| e.to_string())?;
@@ -121,6 +134,18 @@ async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
             .map_err(|e| format!("downloading {url}: {}", error_chain(&e)))?;
         if !response.status().is_success() {
             return Err(format!("HTTP {} from {url}", response.status().as_u16()));
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        if !is_module_content_type(content_type.as_deref()) {
+            // (The provider is named by whoever reports this: the URL would
+            // push the reason out of a short notification.)
+            return Err(format!(
+                "not a JavaScript module: Content-Type {} (expected text/javascript, application/javascript or text/plain)",
+                content_type.as_deref().map_or("missing".to_owned(), |t| format!("\"{}\"", t.trim()))
+            ));
         }
         read_body_capped(response, MAX_BODY_BYTES, url)
             .await
@@ -181,6 +206,7 @@ impl NodeHost {
                 conn: Mutex::new(None),
                 downloads: Mutex::new(HashMap::new()),
                 pinging: AtomicBool::new(false),
+                loaded: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -195,16 +221,43 @@ impl NodeHost {
         params: Value,
         settings: &Value,
     ) -> Result<Value, ProviderError> {
-        let module_ref = match module_source(module) {
+        let module_ref = self.module_ref(module).await?;
+        self.send(json!({"module": module_ref, "method": method, "params": params, "settings": settings}))
+            .await
+            .map(|(_, v)| v)
+    }
+
+    /// The start-up of `module`: downloads it if it is remote, starts the
+    /// host if none runs and has it import the module. Done once per module
+    /// and host process; the caller gives it a longer deadline than a call
+    /// (`openctx.startup_timeout_ms`). Cancel-safe.
+    pub async fn start(&self, module: &str) -> Result<(), ProviderError> {
+        let module_ref = self.module_ref(module).await?;
+        let running = lock(&self.inner.conn).as_ref().filter(|c| !c.is_dead()).cloned();
+        if let Some(conn) = running {
+            let loaded = lock(&self.inner.loaded).get(&module_ref).and_then(std::sync::Weak::upgrade);
+            if loaded.is_some_and(|c| Arc::ptr_eq(&c, &conn)) {
+                return Ok(());
+            }
+        }
+        let (conn, _) = self.send(json!({"module": module_ref, "load": true})).await?;
+        lock(&self.inner.loaded).insert(module_ref, Arc::downgrade(&conn));
+        Ok(())
+    }
+
+    /// What the host imports for a provider URI (remote modules downloaded first).
+    async fn module_ref(&self, module: &str) -> Result<String, ProviderError> {
+        Ok(match module_source(module) {
             ModuleSource::Local(m) => m,
             ModuleSource::Remote(url) => self
                 .fetch_module(&url)
                 .await?
                 .to_string_lossy()
                 .into_owned(),
-        };
-        let mut message =
-            json!({"module": module_ref, "method": method, "params": params, "settings": settings});
+        })
+    }
+
+    async fn send(&self, mut message: Value) -> Result<(Arc<ChildConn>, Value), ProviderError> {
         // A process found dead before anything was sent is replaced once.
         for _ in 0..2 {
             let conn = self.connection()?;
@@ -212,7 +265,7 @@ impl NodeHost {
             let outcome = conn.request_inner(message).await;
             abandoned.defuse();
             match outcome {
-                Ok(v) => return Ok(v),
+                Ok(v) => return Ok((conn, v)),
                 Err(RequestError::Failed(e)) => return Err(e),
                 Err(RequestError::NotSent(_, m)) => message = m,
             }
@@ -363,6 +416,18 @@ mod tests {
 
     const LIMIT: Duration = Duration::from_secs(15);
 
+    #[test]
+    fn module_content_types_follow_the_reference() {
+        for ok in ["text/javascript", "application/javascript", "text/plain", "text/javascript; charset=utf-8", " text/plain "] {
+            assert!(is_module_content_type(Some(ok)), "{ok}");
+        }
+        // As fetchProviderSource: trimmed, parameters dropped, compared exactly.
+        for bad in ["text/html", "text/html; charset=utf-8", "application/json", "Text/JavaScript", "text/javascript ; x=y", ""] {
+            assert!(!is_module_content_type(Some(bad)), "{bad}");
+        }
+        assert!(!is_module_content_type(None));
+    }
+
     fn fixture(name: &str) -> PathBuf {
         repo_root().join("tests/fixtures/openctx").join(name)
     }
@@ -484,16 +549,18 @@ mod tests {
             // Thrown errors: an Error (with a numeric code), an async rejection, a string.
             let throws = file_url(&fixture("provider-throws.mjs"));
             let e = host.call(&throws, "meta", json!({}), &json!({})).await.unwrap_err();
-            assert_eq!(e, ProviderError::Provider { code: 0, message: "boom from meta".into() });
+            assert_eq!(e, ProviderError::Threw("boom from meta".into()));
+            assert_eq!(e.to_string(), "provider threw: boom from meta");
             let e = host.call(&throws, "mentions", json!({}), &json!({})).await.unwrap_err();
-            assert_eq!(e, ProviderError::Provider { code: 42, message: "async boom".into() });
+            assert_eq!(e, ProviderError::Threw("async boom (code 42)".into()));
             let e = host.call(&throws, "items", json!({}), &json!({})).await.unwrap_err();
-            assert_eq!(e, ProviderError::Provider { code: 0, message: "a plain string".into() });
+            assert_eq!(e, ProviderError::Threw("a plain string".into()));
 
             // A module that does not exist, and one that fails to parse.
             let missing = file_url(&fixture("does-not-exist.mjs"));
             let e = host.call(&missing, "meta", json!({}), &json!({})).await.unwrap_err();
-            assert!(matches!(e, ProviderError::Provider { .. }), "{e:?}");
+            assert!(matches!(&e, ProviderError::Import(m) if m.contains("does-not-exist.mjs")), "{e:?}");
+            assert!(e.to_string().starts_with("import failed: "), "{e}");
 
             // A provider that writes to stdout in every way: answers stay clean.
             let logs = file_url(&fixture("provider-logs.mjs"));
