@@ -116,25 +116,30 @@ async fn candidates(shared: &Shared, path: PathBuf) -> Vec<PathBuf> {
 /// FIFO blocks until a writer comes, a device can be endless.
 fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     let kind = meta.file_type();
-    let what = if kind.is_file() {
-        return None;
-    } else if kind.is_dir() {
-        "a directory"
+    let what = if kind.is_dir() { Some("a directory") } else { special_kind(&kind) };
+    what.map(|what| format!("{} is {what}: only regular files can be read or edited", path.display()))
+}
+
+/// What a file is when it is neither a regular file nor a directory.
+fn special_kind(kind: &std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() || kind.is_dir() {
+        None
     } else if kind.is_fifo() {
-        "a FIFO (named pipe)"
+        Some("a FIFO (named pipe)")
     } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() || kind.is_block_device() {
-        "a device"
+        Some("a socket")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
     } else {
-        "not a regular file"
-    };
-    Some(format!("{} is {what}: only regular files can be read or edited", path.display()))
+        Some("not a regular file")
+    }
 }
 
 fn too_big(path: &Path, size: u64, max: u64) -> String {
     format!(
-        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (server.max_file_bytes)",
+        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (edits.max_file_bytes)",
         path.display()
     )
 }
@@ -475,24 +480,6 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
     Ok(object([("entries", Value::Array(entries))]))
 }
 
-/// What a file is when it is neither a regular file nor a directory.
-fn not_openable(kind: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_file() || kind.is_dir() {
-        None
-    } else if kind.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if kind.is_socket() {
-        Some("a socket")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else {
-        Some("not a regular file")
-    }
-}
-
 async fn open_uri(uri: &str) -> Result<Value, RpcError> {
     let opened = match scheme(uri).as_deref() {
         Some("file") => {
@@ -505,7 +492,7 @@ async fn open_uri(uri: &str) -> Result<Value, RpcError> {
             // socket is nothing to edit. The target of a symlink decides.
             match tokio::fs::metadata(&path).await {
                 Ok(meta) => {
-                    if let Some(kind) = not_openable(&meta.file_type()) {
+                    if let Some(kind) = special_kind(&meta.file_type()) {
                         return Ok(failure(format!(
                             "cannot open {}: it is {kind}; only regular files and directories are opened",
                             path.display()
