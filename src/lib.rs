@@ -148,6 +148,7 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         let message = string_arg("openctx_items_message", &args, 0)?;
         openctx::service::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
     })?)?;
+    // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
     t.set("configure_log", export(lua, |args: Vec<Value>| {
         let file = string_arg("configure_log", &args, 0)?;
         let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);

@@ -53,8 +53,12 @@ impl From<String> for Outgoing {
 #[derive(Default)]
 struct Pending {
     next_id: u64,
-    queue: std::collections::VecDeque<(u64, Arc<Notify>)>,
+    queue: std::collections::VecDeque<(u64, Arc<Notify>, std::time::Instant)>,
 }
+
+/// How many times `max_pending_handshakes` may be pending for a moment when
+/// none of them is old enough to be dropped (a burst of real clients).
+const PENDING_BURST_FACTOR: usize = 4;
 
 /// A connection's place among the pending handshakes: `cancel` fires when
 /// it is dropped to make room; leaving the place (drop) removes it.
@@ -67,7 +71,7 @@ pub struct HandshakeSlot {
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
         let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.queue.retain(|(id, _)| *id != self.id);
+        pending.queue.retain(|(id, _, _)| *id != self.id);
     }
 }
 
@@ -130,14 +134,25 @@ impl Shared {
     /// Registers a connection that starts its handshake. When more than
     /// `max_pending_handshakes` are pending, the oldest is told to go: a
     /// flood of half-open connections can hold only that many descriptors.
+    /// A connection younger than a quarter of the handshake deadline is not
+    /// dropped for this unless `PENDING_BURST_FACTOR` times the limit are
+    /// pending: a burst of real clients connecting at once (each handshake
+    /// takes a millisecond) all get in, and a flood still holds at most that
+    /// many descriptors.
     pub fn begin_handshake(self: &Arc<Self>) -> HandshakeSlot {
         let cancel = Arc::new(Notify::new());
+        let max = self.options.max_pending_handshakes;
+        let young = std::time::Duration::from_millis(self.options.handshake_timeout_ms / 4);
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.next_id += 1;
         let id = pending.next_id;
-        pending.queue.push_back((id, cancel.clone()));
-        while pending.queue.len() > self.options.max_pending_handshakes {
-            if let Some((_, oldest)) = pending.queue.pop_front() {
+        pending.queue.push_back((id, cancel.clone(), std::time::Instant::now()));
+        while pending.queue.len() > max {
+            let oldest_is_young = pending.queue.front().is_some_and(|(_, _, since)| since.elapsed() < young);
+            if oldest_is_young && pending.queue.len() <= max.saturating_mul(PENDING_BURST_FACTOR) {
+                break;
+            }
+            if let Some((_, oldest, _)) = pending.queue.pop_front() {
                 // notify_one keeps the wake-up if the task is not waiting yet.
                 oldest.notify_one();
             }

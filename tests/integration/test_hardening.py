@@ -269,8 +269,10 @@ def test_half_open_connection_flood_editor_and_agent_keep_working(nvim_factory):
             s.close()
     print(f"\n{FLOOD} half-open connections in {flood_took:.2f} s: nvim fds baseline {baseline}, "
           f"peak {peak['fds']}; :w {write_took * 1000:.1f} ms; agent connected on try {tries}")
-    # At most max_pending_handshakes (16) half-open connections are kept, plus a few in passing.
-    assert peak["fds"] - baseline < 100, f"fds grew from {baseline} to {peak['fds']}"
+    # At most max_pending_handshakes (16) half-open connections are kept, 4 x 16 for
+    # a moment while all are younger than 500 ms, plus a few in passing (the
+    # code before this limit held all 2,000).
+    assert peak["fds"] - baseline < 150, f"fds grew from {baseline} to {peak['fds']}"
 
 
 # --------------------------------------------------------------------------
