@@ -167,7 +167,7 @@ function H.load_buffer(names)
       end
       -- Short: a message wider than the screen stops Neovim at a hit-enter
       -- prompt, where no agent request is answered.
-      vim.notify(
+      require("amp.notify").notify(
         ("amp: %s has a swap file; the agent edited the file on disk (see :recover)"):format(
           fn.fnamemodify(api.nvim_buf_get_name(buf), ":~:.")
         ),
