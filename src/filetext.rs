@@ -297,7 +297,7 @@ fn decode_bom(bytes: &[u8]) -> Option<(String, bool, &'static str)> {
         return std::str::from_utf8(rest).ok().map(|t| (t.to_owned(), true, "utf-8"));
     }
     let units = |rest: &[u8], big: bool, width: usize| -> Option<Vec<u32>> {
-        if rest.len() % width != 0 {
+        if !rest.len().is_multiple_of(width) {
             return None;
         }
         Some(

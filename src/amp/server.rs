@@ -172,7 +172,7 @@ impl Shared {
     /// known yet).
     pub fn maybe_loaded(&self, paths: &[PathBuf]) -> bool {
         let loaded = self.loaded_buffers.read().unwrap_or_else(|p| p.into_inner());
-        loaded.as_ref().map_or(true, |names| paths.iter().any(|p| names.contains(p)))
+        loaded.as_ref().is_none_or(|names| paths.iter().any(|p| names.contains(p)))
     }
 
     /// The names of the loaded buffers, as last reported (none when not known yet).

@@ -116,8 +116,8 @@ impl CompiledSelectors {
         let Some(pathname) = url_pathname(uri) else { return false };
         let path = pathname.strip_prefix('/').unwrap_or(&pathname);
         selectors.iter().any(|s| {
-            s.path.as_ref().map_or(true, |g| g.is_match(path))
-                && s.content_contains.as_deref().map_or(true, |c| content.contains(c))
+            s.path.as_ref().is_none_or(|g| g.is_match(path))
+                && s.content_contains.as_deref().is_none_or(|c| content.contains(c))
         })
     }
 }
