@@ -9,15 +9,23 @@
 --- `:help amp-troubleshooting`.
 local M = {}
 
+local headless = vim.tbl_contains(vim.v.argv, "--headless")
+
 --- `msg` on one line of at most `width` display cells (default: what
---- fits before the hit-enter prompt).
+--- fits before the hit-enter prompt when a UI is attached).
 ---@param msg string
 ---@param width? integer
 ---@return string line, boolean cut
 function M.one_line(msg, width)
   msg = tostring(msg)
   local line = msg:gsub("%s*\r?\n%s*", " | "):gsub("[%c]", " ")
-  width = width or math.max(vim.v.echospace, 20)
+  if not width then
+    -- A `--headless` Neovim with no UI attached has no screen whose prompt
+    -- could stop it: the whole line is kept. (A TUI's server runs with
+    -- `--embed` and gets its UI a moment after start: cut as for the screen.)
+    local unseen = headless and #vim.api.nvim_list_uis() == 0
+    width = unseen and math.huge or math.max(vim.v.echospace, 20)
+  end
   if vim.fn.strdisplaywidth(line) <= width then
     return line, line ~= msg
   end
