@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import contextlib
 import os
 import re
 import signal
@@ -91,6 +92,22 @@ def _bounded_test_time():
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def tighter_time_bound(limit: float, what: str):
+    """Inside a test (already bounded by _bounded_test_time): a tighter bound
+    of ``limit`` seconds, for suites whose every test must be quick."""
+    def on_alarm(signum, frame):
+        raise TestTimeout(f"{what} exceeded {limit:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    remaining = signal.getitimer(signal.ITIMER_REAL)[0]
+    signal.setitimer(signal.ITIMER_REAL, min(limit, remaining or limit))
+    try:
+        yield
+    finally:
         signal.signal(signal.SIGALRM, previous)
 
 

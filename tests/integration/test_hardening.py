@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TestTimeout as HarnessTimeout, file_uri, wait_for
+from conftest import file_uri, tighter_time_bound, wait_for
 from resilience_helpers import OP_TEXT, RawWs, amp_log, frame, wait_clients
 
 PER_TEST_LIMIT = 60.0
@@ -27,16 +27,8 @@ PER_TEST_LIMIT = 60.0
 
 @pytest.fixture(autouse=True)
 def _hardening_time_bound(_bounded_test_time):
-    def on_alarm(signum, frm):
-        raise HarnessTimeout(f"hardening test exceeded {PER_TEST_LIMIT:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    remaining = signal.getitimer(signal.ITIMER_REAL)[0]
-    signal.setitimer(signal.ITIMER_REAL, min(PER_TEST_LIMIT, remaining or PER_TEST_LIMIT))
-    try:
+    with tighter_time_bound(PER_TEST_LIMIT, "hardening test"):
         yield
-    finally:
-        signal.signal(signal.SIGALRM, previous)
 
 
 def responsive(ed, within: float = 1.0) -> float:

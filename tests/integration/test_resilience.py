@@ -22,7 +22,7 @@ import urllib.parse
 import pytest
 from websockets.asyncio.client import connect as aconnect
 
-from conftest import (TestTimeout as HarnessTimeout, lockfile_names_ok, open_client, port_accepts, read_lockfiles,
+from conftest import (lockfile_names_ok, tighter_time_bound, open_client, port_accepts, read_lockfiles,
                       wait_for)
 from resilience_helpers import (OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_TEXT, RawWs, frame, log_tail, server_clients,
                                 temp_siblings, wait_clients)
@@ -34,16 +34,8 @@ LIMIT = 65536  # server.max_frame_bytes for the bad-input tests
 @pytest.fixture(autouse=True)
 def _resilience_time_bound(_bounded_test_time):
     """Each test here must finish well under PER_TEST_LIMIT seconds."""
-    def on_alarm(signum, frame):
-        raise HarnessTimeout(f"resilience test exceeded {PER_TEST_LIMIT:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    remaining = signal.getitimer(signal.ITIMER_REAL)[0]
-    signal.setitimer(signal.ITIMER_REAL, min(PER_TEST_LIMIT, remaining or PER_TEST_LIMIT))
-    try:
+    with tighter_time_bound(PER_TEST_LIMIT, "resilience test"):
         yield
-    finally:
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --------------------------------------------------------------------------
