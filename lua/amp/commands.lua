@@ -145,6 +145,17 @@ M.register("build", {
   end,
 })
 
+M.register("install", {
+  desc = "download the prebuilt native library of this release (checksum-verified), else build it",
+  run = function()
+    require("amp.install").run(function(ok)
+      if ok then
+        require("amp").after_build()
+      end
+    end)
+  end,
+})
+
 M.register("status", {
   desc = "show the server's state",
   run = function()

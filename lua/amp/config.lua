@@ -27,6 +27,7 @@ local H = {}
 ---@field selection { interval_ms: integer }
 ---@field watch { enabled: boolean, debounce_ms: integer }
 ---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
+---@field install { url?: string }
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
@@ -85,6 +86,12 @@ M.defaults = {
     -- readFile and editFile refuse files (and texts) bigger than this (bytes).
     max_file_bytes = 32 * 1024 * 1024,
   },
+  install = {
+    -- Where `:Amp install` downloads release files from ("{version}" is
+    -- replaced); nil: the GitHub releases of the repository the plugin was
+    -- cloned from.
+    url = nil,
+  },
   openctx = {
     -- Ask OpenCtx providers for annotations, mentions and items.
     enabled = true,
@@ -119,7 +126,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch", "edits", "openctx" }) do
+  for _, key in ipairs({ "server", "selection", "watch", "edits", "install", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -190,6 +197,7 @@ function M.validate(config)
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
+    { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     { "openctx.providers", config.openctx.providers, H.is_provider_map, "a table of provider URI = true|false|{settings}" },
@@ -232,7 +240,7 @@ end
 -- Helpers -------------------------------------------------------------------
 
 -- Keys that a table may hold besides those in the defaults (their default is nil).
-H.optional_keys = { log_file = true, ["server.port_range"] = true }
+H.optional_keys = { log_file = true, ["server.port_range"] = true, ["install.url"] = true }
 
 function H.unknown_keys(tbl, defaults, prefix)
   local found = {}

@@ -65,6 +65,8 @@ function M.load()
         local ok, mod = pcall(loader)
         if ok and type(mod) == "table" then
           H.module, H.path = mod, path
+          -- After start-up: a few file stats, off Neovim's startup path.
+          vim.defer_fn(H.report_stale, 200)
           return mod, nil
         end
         err = ok and ("luaopen_amp_core returned %s"):format(type(mod)) or tostring(mod)
@@ -82,6 +84,52 @@ function M.load()
     return nil, "amp: the native library failed to load (see :checkhealth amp); rebuild it with :Amp build"
   end
   return nil, "amp: the native library is not built yet: run :Amp build"
+end
+
+--- Why the loaded library is older than the plugin's code, or nil: its
+--- version is not the plugin's (Cargo.toml), or, built in `target/`, a
+--- source file is newer than it.
+---@return string|nil
+function M.stale()
+  if not H.module then
+    return nil
+  end
+  local root = M.root()
+  local version = require("amp.install").version(root)
+  local ok, res = pcall(H.module.version)
+  local own = ok and type(res) == "table" and res.value or nil
+  if version and own and own ~= version then
+    return ("the native library is v%s but the plugin is v%s: run :Amp install or :Amp build"):format(own, version)
+  end
+  if not vim.startswith(H.path, vim.fs.joinpath(root, "target")) then
+    return nil
+  end
+  local built = (vim.uv.fs_stat(H.path) or {}).mtime
+  if not built then
+    return nil
+  end
+  local function newer(path)
+    local st = vim.uv.fs_stat(path)
+    return st and (st.mtime.sec > built.sec or (st.mtime.sec == built.sec and st.mtime.nsec > built.nsec))
+  end
+  for _, rel in ipairs({ "Cargo.toml", "Cargo.lock" }) do
+    if newer(vim.fs.joinpath(root, rel)) then
+      return ("the native library is older than %s: run :Amp build"):format(rel)
+    end
+  end
+  for name, kind in vim.fs.dir(vim.fs.joinpath(root, "src"), { depth = 4 }) do
+    if kind == "file" and newer(vim.fs.joinpath(root, "src", name)) then
+      return ("the native library is older than src/%s: run :Amp build"):format(name)
+    end
+  end
+  return nil
+end
+
+function H.report_stale()
+  local why = M.stale()
+  if why then
+    require("amp.notify").notify("amp: " .. why, vim.log.levels.WARN)
+  end
 end
 
 --- Where the last failed `load()` looked for the library and why loading
