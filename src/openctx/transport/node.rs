@@ -586,6 +586,10 @@ mod tests {
             let busy = file_url(&fixture("provider-busy.mjs"));
             let basic = file_url(&fixture("provider-basic.mjs"));
             host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
+            // Imported first, so that the call below spins at once: a
+            // module still being imported leaves the host free to answer
+            // (on a cold machine the import alone can outlast the 300 ms).
+            host.call(&busy, "meta", json!({}), &json!({})).await.unwrap();
             let blocked_pid = host.pid().unwrap();
             // The busy call blocks the whole host; its caller gives up ...
             let r = tokio::time::timeout(
