@@ -54,6 +54,9 @@ impl From<String> for Outgoing {
 struct Pending {
     next_id: u64,
     queue: std::collections::VecDeque<(u64, Arc<Notify>, std::time::Instant)>,
+    /// Handshake tasks alive, those told to go included: each holds a socket
+    /// until its task runs and ends.
+    live: usize,
 }
 
 /// How many times `max_pending_handshakes` may be pending for a moment when
@@ -72,6 +75,9 @@ impl Drop for HandshakeSlot {
     fn drop(&mut self) {
         let mut pending = self.shared.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.queue.retain(|(id, _, _)| *id != self.id);
+        pending.live -= 1;
+        drop(pending);
+        self.shared.handshake_ended.notify_waiters();
     }
 }
 
@@ -102,6 +108,8 @@ pub struct Shared {
     lock_writes: tokio::sync::Mutex<()>,
     /// Connections still in their handshake (see [`Shared::begin_handshake`]).
     pending: Mutex<Pending>,
+    /// Fires when a handshake task ends (see [`Shared::room_for_a_handshake`]).
+    handshake_ended: Notify,
     /// Bytes of requests in flight, across all clients: a frame takes its
     /// length from here when it is read and gives it back once its answer
     /// is sent ([`ServerOptions::max_inflight_bytes`]).
@@ -127,6 +135,7 @@ impl Shared {
             file_watch: std::sync::OnceLock::new(),
             lock_writes: tokio::sync::Mutex::new(()),
             pending: Mutex::new(Pending::default()),
+            handshake_ended: Notify::new(),
             budget: Arc::new(tokio::sync::Semaphore::new(options_budget)),
         }
     }
@@ -145,6 +154,7 @@ impl Shared {
         let young = std::time::Duration::from_millis(self.options.handshake_timeout_ms / 4);
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.next_id += 1;
+        pending.live += 1;
         let id = pending.next_id;
         pending.queue.push_back((id, cancel.clone(), std::time::Instant::now()));
         while pending.queue.len() > max {
@@ -158,6 +168,22 @@ impl Shared {
             }
         }
         HandshakeSlot { shared: self.clone(), id, cancel }
+    }
+
+    /// Before accepting another connection: waits while the handshake tasks
+    /// alive (those told to go but not yet run included) hold as many
+    /// sockets as a burst may. Under a flood on a busy machine the tasks of
+    /// dropped connections may not have run yet; the kernel's backlog holds
+    /// the newcomers meanwhile, not this process's descriptors.
+    pub async fn room_for_a_handshake(&self) {
+        let most = self.options.max_pending_handshakes.saturating_mul(PENDING_BURST_FACTOR + 1);
+        loop {
+            let ended = self.handshake_ended.notified();
+            if self.pending.lock().unwrap_or_else(|p| p.into_inner()).live < most {
+                return;
+            }
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(100), ended).await;
+        }
     }
 
     pub fn pending_handshakes(&self) -> usize {
@@ -252,6 +278,10 @@ impl Shared {
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.clone();
     loop {
+        tokio::select! {
+            () = shared.room_for_a_handshake() => {}
+            _ = shutdown.changed() => return,
+        }
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
