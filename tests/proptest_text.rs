@@ -1,7 +1,7 @@
 //! Property tests of the pure column, URI and JSON text conversions.
 //!
-//! `amp_core::text` converts between Neovim's byte columns and the UTF-16 code
-//! units Amp and LSP use; `amp_core::amp::uri` turns paths into `file://` URIs
+//! `amp_core::core::text` converts between Neovim's byte columns and the UTF-16 code
+//! units Amp and LSP use; `amp_core::core::uri` turns paths into `file://` URIs
 //! and back. Both run on every cursor move and every request, on text and paths
 //! nobody controls, so they are checked here against simple reference models
 //! over arbitrary strings, arbitrary bytes (invalid UTF-8) and arbitrary paths.
@@ -13,8 +13,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use amp_core::amp::uri::{file_uri_to_path, path_to_file_uri};
-use amp_core::text::{byte_to_utf16_col, utf16_len, utf16_to_byte_col};
+use amp_core::core::uri::{file_uri_to_path, path_to_file_uri};
+use amp_core::core::text::{byte_to_utf16_col, utf16_len, utf16_to_byte_col};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------

@@ -31,8 +31,9 @@ use super::handshake::{admit, Admission, UpgradeRequest};
 use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, HandshakeSlot, Outgoing, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
-use crate::editor::events;
-use crate::{bridge, log};
+use crate::nvim::events;
+use crate::core::log;
+use crate::nvim::bridge;
 
 const MAX_IN_FLIGHT: usize = 64;
 /// A client that accepts no bytes for this long is dropped.

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use serde_json::{json, Value};
 
 use super::protocol::{encode_notification, Dialect};
-use super::uri::path_to_file_uri;
-use crate::text::byte_to_utf16_col;
+use crate::core::uri::path_to_file_uri;
+use crate::core::text::byte_to_utf16_col;
 
 /// One selected region as Neovim reports it: 0-based lines, byte columns,
 /// end exclusive, with the text of every line it touches.

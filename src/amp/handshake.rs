@@ -8,7 +8,7 @@
 //! closed with code 1000 and reason `Authentication failed`.
 
 use super::token::tokens_match;
-use crate::log::untrusted;
+use crate::core::log::untrusted;
 
 /// What the upgrade request carried, as plain strings.
 #[derive(Debug, Default, Clone)]

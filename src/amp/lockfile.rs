@@ -146,7 +146,7 @@ pub fn write(dir: &Path, lock: &Lockfile) -> io::Result<PathBuf> {
     let json = serde_json::to_vec_pretty(lock).map_err(io::Error::other)?;
     let final_path = path_for(dir, lock.port);
     // Exactly 0600 whatever the umask: the file holds the auth token.
-    crate::fsutil::replace_with_mode(&final_path, &json, 0o600)?;
+    crate::core::fsutil::replace_with_mode(&final_path, &json, 0o600)?;
     Ok(final_path)
 }
 
@@ -158,7 +158,7 @@ pub fn remove(path: &Path) -> io::Result<()> {
     }
 }
 
-pub use crate::fsutil::pid_alive;
+pub use crate::core::fsutil::pid_alive;
 
 /// Minimal view of a lockfile: anything with a numeric `pid` counts.
 #[derive(Deserialize)]

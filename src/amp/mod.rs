@@ -1,11 +1,10 @@
 //! The Amp editor protocol and server. Everything but `requests` is plain
 //! Rust with no Neovim API; `requests` reaches the editor only through
-//! [`crate::bridge`].
+//! [`crate::nvim::bridge`].
 
 pub mod calls;
 pub mod connection;
 pub mod context;
-pub mod edit;
 pub mod handshake;
 pub mod json_text;
 pub mod lockfile;
@@ -14,4 +13,3 @@ pub mod protocol;
 pub mod requests;
 pub mod server;
 pub mod token;
-pub mod uri;

@@ -42,7 +42,7 @@ pub struct ServerOptions {
     pub max_file_bytes: u64,
     /// How Neovim would read a file (`'fileformats'`, `'fileencodings'`),
     /// for files no buffer has loaded.
-    pub read_options: crate::filetext::ReadOptions,
+    pub read_options: crate::core::filetext::ReadOptions,
 }
 
 impl Default for ServerOptions {
@@ -59,7 +59,7 @@ impl Default for ServerOptions {
             max_pending_handshakes: 16,
             handshake_timeout_ms: 2_000,
             max_inflight_bytes: 256 * 1024 * 1024,
-            log_max_bytes: crate::log::DEFAULT_MAX_BYTES,
+            log_max_bytes: crate::core::log::DEFAULT_MAX_BYTES,
             selection_interval_ms: 10,
             allowed_origins: Vec::new(),
             watch_files: true,
@@ -70,7 +70,7 @@ impl Default for ServerOptions {
             log_level: "info".into(),
             write_autocmds: "post",
             max_file_bytes: 32 * 1024 * 1024,
-            read_options: crate::filetext::ReadOptions::default(),
+            read_options: crate::core::filetext::ReadOptions::default(),
         }
     }
 }
@@ -143,11 +143,11 @@ impl ServerOptions {
 }
 
 /// `{ fileformats = "unix,dos", fileencodings = "ucs-bom,..." }`
-pub fn read_options(key: &str, v: &Value) -> Result<crate::filetext::ReadOptions, String> {
+pub fn read_options(key: &str, v: &Value) -> Result<crate::core::filetext::ReadOptions, String> {
     let field = |name: &str| v.get(name).ok_or_else(|| format!("start: {key}.{name} is missing"));
     let ffs = string(&format!("{key}.fileformats"), field("fileformats")?)?;
     let fencs = string(&format!("{key}.fileencodings"), field("fileencodings")?)?;
-    Ok(crate::filetext::ReadOptions::from_option_values(&ffs, &fencs))
+    Ok(crate::core::filetext::ReadOptions::from_option_values(&ffs, &fencs))
 }
 
 fn string(key: &str, v: &Value) -> Result<String, String> {

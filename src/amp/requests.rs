@@ -11,18 +11,18 @@ use serde_json::{json, Value};
 
 use super::calls::{parse_call, Call, EditSpec};
 use super::connection::note_dialect;
-use super::edit::apply_range;
+use crate::core::edit::apply_range;
 use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
-use super::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
-use crate::bridge::{on_main, BridgeError};
-use crate::editor::buffers::{self, ApplyError, WritePlan};
-use crate::editor::file_record;
-use crate::editor::{diagnostics, open};
-use crate::text::byte_to_utf16_col;
-use crate::filetext::split_lines;
-use crate::{fsutil, log};
+use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
+use crate::nvim::bridge::{on_main, BridgeError};
+use crate::nvim::buffers::{self, ApplyError, WritePlan};
+use crate::nvim::file_record;
+use crate::nvim::{diagnostics, open};
+use crate::core::text::byte_to_utf16_col;
+use crate::core::filetext::split_lines;
+use crate::core::{fsutil, log};
 
 /// Answers one TEXT frame with the text of the response.
 pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> JsonText {
@@ -180,8 +180,8 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
                 Ok(Err(e)) => return Ok(failure(io_message(&abs, &e))),
                 Err(_) => return Ok(failure(format!("reading {} took too long", abs.display()))),
             };
-            let options = crate::filetext::read_options();
-            match crate::filetext::decode(&bytes, &options) {
+            let options = crate::core::filetext::read_options();
+            match crate::core::filetext::decode(&bytes, &options) {
                 Ok(disk) => disk.written_text(false),
                 Err(why) => return Ok(failure(format!("cannot read {} as text: {}", abs.display(), why.0))),
             }
@@ -271,7 +271,7 @@ async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
 async fn edit_then_replace(
     bufnr: i32,
     tick: u32,
-    hunks: Vec<crate::amp::edit::Hunk>,
+    hunks: Vec<crate::core::edit::Hunk>,
     final_eol: buffers::FinalEol,
     autocmds: &'static str,
     stamp: buffers::FileStamp,
@@ -308,8 +308,8 @@ async fn edit_then_replace(
 fn disk_bytes(lines: &[&str], format: &buffers::BufferFormat, final_eol: buffers::FinalEol) -> Option<Vec<u8>> {
     let eol = final_eol.unwrap_or(format.eol);
     let fixeol = format.fixeol && final_eol != Some(false);
-    let text = crate::filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
-    crate::filetext::encode(text, format.encoding, format.bomb)
+    let text = crate::core::filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
+    crate::core::filetext::encode(text, format.encoding, format.bomb)
 }
 
 /// How often an edit is recomputed when the user types between the

@@ -15,7 +15,7 @@ use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
 use super::protocol::{encode_notification, Dialect};
-use crate::log;
+use crate::core::log;
 
 /// How a connection's dialect is stored: unknown until its first request.
 pub const DIALECT_UNKNOWN: u8 = 0;
@@ -103,7 +103,7 @@ pub struct Shared {
     /// may be held up (a hit-enter prompt runs no scheduled callbacks).
     loaded_buffers: RwLock<Option<std::collections::HashSet<PathBuf>>>,
     /// Commands to the file watcher, when it runs.
-    pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::filewatch::WatchCommand>>,
+    pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::core::filewatch::WatchCommand>>,
     /// Serialises lockfile writes so an older write never lands last.
     lock_writes: tokio::sync::Mutex<()>,
     /// Connections still in their handshake (see [`Shared::begin_handshake`]).
@@ -341,7 +341,7 @@ impl Shared {
 
 impl Shared {
     /// Tells the file watcher something; a no-op when watching is off.
-    pub fn tell_watcher(&self, command: crate::filewatch::WatchCommand) {
+    pub fn tell_watcher(&self, command: crate::core::filewatch::WatchCommand) {
         if let Some(tx) = self.file_watch.get() {
             let _ = tx.send(command);
         }
@@ -352,13 +352,13 @@ impl Shared {
     pub async fn settle_files(&self, paths: &[PathBuf]) {
         let (done, settled) = tokio::sync::oneshot::channel();
         if self.file_watch.get().is_some() {
-            self.tell_watcher(crate::filewatch::WatchCommand::Settle(paths.to_vec(), done));
+            self.tell_watcher(crate::core::filewatch::WatchCommand::Settle(paths.to_vec(), done));
             let _ = settled.await;
         }
     }
 
     /// A write of ours (or Neovim's): not an outside change.
     pub fn note_written(&self, path: &std::path::Path) {
-        self.tell_watcher(crate::filewatch::WatchCommand::Written(path.to_path_buf()));
+        self.tell_watcher(crate::core::filewatch::WatchCommand::Written(path.to_path_buf()));
     }
 }

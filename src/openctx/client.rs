@@ -25,7 +25,7 @@ use super::transport::mcp::McpProvider;
 use super::transport::node::NodeHost;
 use super::transport::ProviderError;
 use super::types::{parse_list_lenient, Annotation, Item, Mention, MetaResult};
-use crate::log;
+use crate::core::log;
 
 const FAILURES_BEFORE_PAUSE: u32 = 5;
 const PAUSE: Duration = Duration::from_secs(10);

@@ -1,12 +1,11 @@
 //! The OpenCtx client. `types`, `selectors`, `merge` and `cache` are plain
 //! Rust; `transport` talks to providers (HTTP, a Node host, MCP servers);
-//! `client` orchestrates them; `service` owns the runtime and reaches the
-//! editor only through [`crate::bridge`].
+//! `client` orchestrates them. The service that owns them inside Neovim is
+//! `crate::nvim::openctx`.
 
 pub mod cache;
 pub mod client;
 pub mod merge;
 pub mod selectors;
-pub mod service;
 pub mod transport;
 pub mod types;

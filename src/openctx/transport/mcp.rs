@@ -206,7 +206,7 @@ impl McpProvider {
         tokio::spawn(async move {
             let outcome = initialize(&conn, fallback_name).await;
             if let Err(e) = &outcome {
-                crate::log::warn(format!("openctx: {label}: initialize failed: {e}"));
+                crate::core::log::warn(format!("openctx: {label}: initialize failed: {e}"));
                 conn.kill(&format!("{label}: initialize failed: {e}"));
             }
             let _ = tx.send(Some(outcome));
@@ -283,7 +283,7 @@ async fn mentions(conn: &ChildConn, info: &ServerInfo, params: &Value) -> Result
     let mut cursor: Option<Value> = None;
     for page in 0.. {
         if page == MAX_PAGES {
-            crate::log::warn(format!("openctx: MCP server {}: resources/list has more than {MAX_PAGES} pages; using the first", info.name));
+            crate::core::log::warn(format!("openctx: MCP server {}: resources/list has more than {MAX_PAGES} pages; using the first", info.name));
             break;
         }
         let mut list_params = Map::new();

@@ -320,7 +320,7 @@ impl ChildConn {
                 spec.label
             )));
         };
-        crate::log::info(format!(
+        crate::core::log::info(format!(
             "openctx: started {} (pid {})",
             spec.label,
             pid.map_or("?".into(), |p| p.to_string())
@@ -352,7 +352,7 @@ impl ChildConn {
                     }
                     .await;
                     if let Err(e) = r {
-                        crate::log::debug(format!(
+                        crate::core::log::debug(format!(
                             "openctx: {}: write to stdin failed: {e}",
                             shared.label
                         ));
@@ -376,7 +376,7 @@ impl ChildConn {
                         Ok(LineRead::Line) => handle_line(&shared, &buf, jsonrpc, &reply_to),
                         Ok(LineRead::TooLong) => {
                             shared.stray_lines.fetch_add(1, Ordering::Relaxed);
-                            crate::log::warn(format!(
+                            crate::core::log::warn(format!(
                                 "openctx: {}: dropped a stdout message over {} MiB",
                                 shared.label,
                                 MAX_MESSAGE_BYTES >> 20
@@ -384,7 +384,7 @@ impl ChildConn {
                         }
                         Ok(LineRead::Eof) => break,
                         Err(e) => {
-                            crate::log::debug(format!(
+                            crate::core::log::debug(format!(
                                 "openctx: {}: read from stdout failed: {e}",
                                 shared.label
                             ));
@@ -409,13 +409,13 @@ impl ChildConn {
                     match r {
                         LineRead::Eof => break,
                         LineRead::TooLong => {
-                            crate::log::info(format!("openctx: {label} stderr: (a very long line)"))
+                            crate::core::log::info(format!("openctx: {label} stderr: (a very long line)"))
                         }
                         LineRead::Line => {
                             let text = String::from_utf8_lossy(&buf);
                             let text = text.trim_end_matches('\r');
                             if !text.is_empty() {
-                                crate::log::info(format!(
+                                crate::core::log::info(format!(
                                     "openctx: {label} stderr: {}",
                                     truncate_for_log(text, 2000)
                                 ));
@@ -450,9 +450,9 @@ impl ChildConn {
                 };
                 let message = format!("{} exited ({how})", shared.label);
                 if killed {
-                    crate::log::info(format!("openctx: {message}"));
+                    crate::core::log::info(format!("openctx: {message}"));
                 } else {
-                    crate::log::warn(format!("openctx: {message}"));
+                    crate::core::log::warn(format!("openctx: {message}"));
                 }
                 shared.fail_all(ProviderError::Transport(message));
                 let _ = exited_tx.send(true);
@@ -606,7 +606,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         _ => {
             shared.stray_lines.fetch_add(1, Ordering::Relaxed);
             let text = String::from_utf8_lossy(trimmed);
-            crate::log::warn(format!(
+            crate::core::log::warn(format!(
                 "openctx: {}: not a JSON message on stdout: {}",
                 shared.label,
                 truncate_for_log(&text, 500)
@@ -619,7 +619,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         match id {
             Some(id) => {
                 let reply = answer_peer_request(method, id.clone(), jsonrpc);
-                crate::log::debug(format!(
+                crate::core::log::debug(format!(
                     "openctx: {}: answered the peer's request {method}",
                     shared.label
                 ));
@@ -629,7 +629,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
                     let _ = tx.try_send(bytes);
                 }
             }
-            None => crate::log::debug(format!("openctx: {}: notification {method}", shared.label)),
+            None => crate::core::log::debug(format!("openctx: {}: notification {method}", shared.label)),
         }
         return;
     }
@@ -637,7 +637,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         id.as_u64()
             .or_else(|| id.as_str().and_then(|s| s.parse().ok()))
     }) else {
-        crate::log::debug(format!(
+        crate::core::log::debug(format!(
             "openctx: {}: message without a usable id ignored",
             shared.label
         ));
@@ -650,7 +650,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
             let _ = tx.send(outcome);
         }
         // The caller stopped waiting (timeout): nothing to do.
-        None => crate::log::debug(format!(
+        None => crate::core::log::debug(format!(
             "openctx: {}: late answer to request {id} dropped",
             shared.label
         )),

@@ -182,7 +182,7 @@ async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
     .await
     .map_err(|e| format!("saving {url}: {e}"))?
     .map_err(|e| format!("saving {url}: {e}"))?;
-    crate::log::info(format!(
+    crate::core::log::info(format!(
         "openctx: downloaded {url} to {}",
         written.display()
     ));
@@ -302,7 +302,7 @@ impl NodeHost {
         runtime.spawn(async move {
             let ping = tokio::time::timeout(PING_TIMEOUT, conn.request_inner(json!({ "ping": true }))).await;
             if ping.is_err() && !conn.is_dead() {
-                crate::log::warn("openctx: the Node host stopped answering (a JS provider is blocking it): restarting it");
+                crate::core::log::warn("openctx: the Node host stopped answering (a JS provider is blocking it): restarting it");
                 {
                     let mut slot = lock(&inner.conn);
                     if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
@@ -350,7 +350,7 @@ impl NodeHost {
                             Ok(p) => Ok(p),
                             // An old copy beats no provider.
                             Err(e) if path.exists() => {
-                                crate::log::warn(format!(
+                                crate::core::log::warn(format!(
                                     "openctx: {e}; using the copy from an earlier download"
                                 ));
                                 Ok(path)

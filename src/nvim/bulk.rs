@@ -24,7 +24,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::nvim;
+use super::lua;
 
 /// Neovim minor versions (0.x) whose C API the layouts below were checked against.
 const VERIFIED_MINORS: std::ops::RangeInclusive<i64> = 10..=12;
@@ -130,14 +130,14 @@ extern "C" {
 pub fn set_lines(buf: i32, start: usize, end: usize, lines: &[String]) -> Result<(), String> {
     if !c_api() {
         let set = || -> mlua::Result<()> {
-            let lua = nvim::lua()?;
+            let lua = lua::lua()?;
             // One string at a time: mlua holds a reference per live value,
             // and a few thousand at once exhaust its stack.
             let list = lua.create_table_with_capacity(lines.len(), 0)?;
             for (i, line) in lines.iter().enumerate() {
                 list.raw_set(i + 1, lua.create_string(line)?)?;
             }
-            nvim::api("nvim_buf_set_lines", (buf, start as i64, end as i64, true, list))
+            lua::api("nvim_buf_set_lines", (buf, start as i64, end as i64, true, list))
         };
         return set().map_err(|e| format!("nvim_buf_set_lines: {e}"));
     }
@@ -185,8 +185,8 @@ unsafe fn take_error(err: &mut RawError, what: &str) -> Option<String> {
 pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
     if !c_api() {
         let set = || -> mlua::Result<()> {
-            let value = nvim::lua()?.create_string(value)?;
-            nvim::api("nvim_buf_set_var", (buf, name, value))
+            let value = lua::lua()?.create_string(value)?;
+            lua::api("nvim_buf_set_var", (buf, name, value))
         };
         return set().map_err(|e| format!("nvim_buf_set_var: {e}"));
     }
@@ -208,10 +208,10 @@ pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
 /// Neovim reports an error. Main thread only.
 pub fn with_cursor_line<R>(f: impl FnOnce(usize, usize, &[u8]) -> R) -> Option<R> {
     if !c_api() {
-        let (row, col): (i64, i64) = nvim::api::<_, mlua::Table>("nvim_win_get_cursor", 0)
+        let (row, col): (i64, i64) = lua::api::<_, mlua::Table>("nvim_win_get_cursor", 0)
             .and_then(|t| Ok((t.get(1)?, t.get(2)?)))
             .ok()?;
-        let line: mlua::String = nvim::api("nvim_get_current_line", ()).ok()?;
+        let line: mlua::String = lua::api("nvim_get_current_line", ()).ok()?;
         return Some(f(row.max(0) as usize, col.max(0) as usize, &line.as_bytes()));
     }
     let mut arena = Arena { cur_blk: null_mut(), pos: 0, size: 0 };
@@ -251,7 +251,7 @@ impl RawObject {
 pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
     if !c_api() {
         let joined = || -> mlua::Result<mlua::String> {
-            nvim::lua()?
+            lua::lua()?
                 .load("return table.concat(vim.api.nvim_buf_get_lines(..., 0, -1, true), '\\n')")
                 .set_name("=amp_core/editor/bulk.rs")
                 .call(buf)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use mlua::{Table, Value};
 
-use super::{api_err, lua_paths, nvim, path_from_lua};
+use super::{api_err, lua_paths, lua, path_from_lua};
 
 /// One diagnostic as Neovim holds it (0-based lines, byte columns).
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub fn collect(under: Option<Vec<PathBuf>>) -> Result<Vec<RawDiagnostic>, String
         Some(paths) => Some(lua_paths(paths).map_err(|e| api_err("paths", e))?),
         None => None,
     };
-    let list: Table = nvim::helper("diagnostics", prefixes).map_err(|e| api_err("vim.diagnostic.get", e))?;
+    let list: Table = lua::helper("diagnostics", prefixes).map_err(|e| api_err("vim.diagnostic.get", e))?;
     let mut out = Vec::new();
     for entry in list.sequence_values::<Table>() {
         let d = entry.map_err(|e| api_err("diagnostic", e))?;

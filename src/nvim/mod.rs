@@ -1,18 +1,25 @@
-//! The only code that calls the Neovim API. Everything here runs on the main
-//! thread, reached through [`crate::bridge`], and does as little as it can:
-//! read or write editor state, nothing else (no JSON, no sockets, no files).
-//! Calls go through [`nvim`] (mlua and `helpers.lua`).
+//! Everything that touches Neovim: the module's entry point (`exports`),
+//! the bridge between tokio threads and the main thread (`bridge`), the
+//! session lifecycles (`session` for the Amp server, `openctx` for the
+//! OpenCtx service), and the editor calls themselves. Those run on the main
+//! thread and do as little as they can: read or write editor state, nothing
+//! else (no JSON, no sockets, no files). Calls go through [`lua`] (mlua and
+//! `helpers.lua`).
 
 pub mod annotations;
+pub mod bridge;
 pub mod buffers;
 pub mod bulk;
 pub mod context;
 pub mod diagnostics;
 pub mod events;
+pub mod exports;
 pub mod file_record;
 pub mod files;
-pub mod nvim;
+pub mod lua;
 pub mod open;
+pub mod openctx;
+pub mod session;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -24,7 +31,7 @@ pub(crate) fn api_err(what: &str, err: impl std::fmt::Display) -> String {
 
 /// A path as a Lua string (byte for byte: paths need not be UTF-8).
 pub(crate) fn lua_path(path: &Path) -> mlua::Result<mlua::String> {
-    nvim::lua()?.create_string(path.as_os_str().as_bytes())
+    lua::lua()?.create_string(path.as_os_str().as_bytes())
 }
 
 pub(crate) fn lua_paths(paths: &[PathBuf]) -> mlua::Result<Vec<mlua::String>> {
@@ -39,5 +46,5 @@ pub(crate) fn path_from_lua(name: &mlua::String) -> PathBuf {
 /// The loaded-or-not buffer whose name is one of `paths`.
 pub(crate) fn find_buffer(paths: &[PathBuf], loaded_only: bool) -> Option<i32> {
     let names = lua_paths(paths).ok()?;
-    nvim::helper::<_, Option<i32>>("find_buffer", (names, loaded_only)).ok().flatten()
+    lua::helper::<_, Option<i32>>("find_buffer", (names, loaded_only)).ok().flatten()
 }

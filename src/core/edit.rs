@@ -1,6 +1,6 @@
 //! Text arithmetic for `editFile` and reloads: byte-range edits and the line
 //! hunks that changed, so an edit disturbs as few marks, folds and cursors as
-//! possible and stays one undo step (`crate::filetext` maps a file's text to
+//! possible and stays one undo step (`crate::core::filetext` maps a file's text to
 //! buffer lines).
 
 /// Replaces bytes `start..end` of `old` with `new_text`, refusing offsets that

@@ -23,7 +23,7 @@ use std::sync::{mpsc, OnceLock, RwLock};
 
 use nvim_oxi::libuv::AsyncHandle;
 
-use crate::log;
+use crate::core::log;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -77,7 +77,7 @@ thread_local! {
 /// Opens the gate. Main thread only (creates the uv handle on first use).
 pub fn open() -> Result<(), String> {
     if SCHEDULER.with(|s| s.borrow().is_none()) {
-        let lua = crate::editor::nvim::lua().map_err(|e| format!("no Lua state: {e}"))?;
+        let lua = crate::nvim::lua::lua().map_err(|e| format!("no Lua state: {e}"))?;
         let make = || -> mlua::Result<(mlua::Function, mlua::Function)> {
             let schedule: mlua::Function = lua.globals().get::<mlua::Table>("vim")?.get("schedule")?;
             let drain_fn = lua.create_function(|_, _: mlua::MultiValue| {

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::{api_err, lua_path, nvim};
-use crate::amp::uri::LineSelection;
+use super::{api_err, lua_path, lua};
+use crate::core::uri::LineSelection;
 
 /// Shows `path` in the current tab page (its window if one already shows it,
 /// else `:edit` in the current window) and moves the cursor to `selection`:
@@ -15,13 +15,13 @@ pub fn open_path(path: PathBuf, selection: Option<LineSelection>) -> Result<(), 
         Some(s) => (Some(s.start_line), s.start_col, s.end_line, s.end_col),
         None => (None, None, None, None),
     };
-    nvim::helper::<_, ()>("open_path", (name, sl, sc, el, ec)).map_err(|e| api_err("open", e))
+    lua::helper::<_, ()>("open_path", (name, sl, sc, el, ec)).map_err(|e| api_err("open", e))
 }
 
 /// Opens a web URL with `vim.ui.open` (the system's opener).
 pub fn open_external(url: String) -> Result<(), String> {
     // vim.ui.open returns (SystemObj|nil, errmsg|nil); the process is not waited for.
-    let (_, err): (mlua::Value, Option<String>) = nvim::global("vim.ui.open", url).map_err(|e| api_err("vim.ui.open", e))?;
+    let (_, err): (mlua::Value, Option<String>) = lua::global("vim.ui.open", url).map_err(|e| api_err("vim.ui.open", e))?;
     match err {
         Some(e) => Err(api_err("vim.ui.open", e)),
         None => Ok(()),

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::{api_err, bulk, events, nvim, path_from_lua};
+use super::{api_err, bulk, events, lua, path_from_lua};
 
 /// Buffer variable holding the answer's annotations as JSON text, for
 /// `:Amp annotations list`, hover and open (`amp.openctx.annotations()`
@@ -101,7 +101,7 @@ fn namespace() -> i64 {
     if let Some(ns) = NAMESPACE.get() {
         return ns;
     }
-    let ns = nvim::api::<_, i64>("nvim_create_namespace", "amp_openctx").unwrap_or(0);
+    let ns = lua::api::<_, i64>("nvim_create_namespace", "amp_openctx").unwrap_or(0);
     NAMESPACE.set(Some(ns));
     ns
 }
@@ -125,7 +125,7 @@ pub fn on_win(args: &mlua::MultiValue) {
         return;
     }
     if let Err(e) = draw_lines(buf, top.max(0) as usize, bottom.max(0) as usize) {
-        crate::log::warn(format!("drawing annotations failed: {e}"));
+        crate::core::log::warn(format!("drawing annotations failed: {e}"));
     }
 }
 
@@ -133,14 +133,14 @@ pub fn on_win(args: &mlua::MultiValue) {
 /// still at the answer's changedtick.
 fn draw_lines(buf: i32, top: usize, bottom: usize) -> mlua::Result<()> {
     let Some(tick) = ANSWERS.with(|a| a.borrow().get(&buf).map(|a| a.tick)) else { return Ok(()) };
-    if nvim::api::<_, u32>("nvim_buf_get_changedtick", buf)? != tick {
+    if lua::api::<_, u32>("nvim_buf_get_changedtick", buf)? != tick {
         return Ok(());
     }
     let lines = ANSWERS.with(|a| a.borrow_mut().get_mut(&buf).map(|a| a.take_undrawn(top, bottom)).unwrap_or_default());
     if lines.is_empty() {
         return Ok(());
     }
-    nvim::helper("draw_annotations", (buf, namespace(), lines_text(&lines)))
+    lua::helper("draw_annotations", (buf, namespace(), lines_text(&lines)))
 }
 
 /// The lines to draw as one text for `draw_annotations` in helpers.lua:
@@ -162,12 +162,12 @@ fn lines_text(lines: &[LineTitles]) -> String {
 }
 
 fn clear(buf: i32) {
-    let _ = nvim::api::<_, ()>("nvim_buf_clear_namespace", (buf, namespace(), 0, -1));
+    let _ = lua::api::<_, ()>("nvim_buf_clear_namespace", (buf, namespace(), 0, -1));
 }
 
 /// The buffer's text if it is a file no bigger than `max_bytes`.
 pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, String> {
-    let values: mlua::MultiValue = nvim::helper("document", (bufnr, max_bytes)).map_err(|e| api_err("document", e))?;
+    let values: mlua::MultiValue = lua::helper("document", (bufnr, max_bytes)).map_err(|e| api_err("document", e))?;
     let mut v = values.into_iter();
     match (v.next(), v.next(), v.next(), v.next()) {
         (Some(mlua::Value::String(name)), Some(mlua::Value::String(text)), Some(tick), Some(mlua::Value::Integer(buf))) => {
@@ -198,7 +198,7 @@ pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, S
 /// main thread.
 pub fn render(bufnr: i32, generation: u32, lines: Vec<LineTitles>, listed: String) {
     let newest = LATEST.with(|l| l.borrow().get(&bufnr).copied());
-    let tick: Option<u32> = nvim::api("nvim_buf_get_changedtick", bufnr).ok();
+    let tick: Option<u32> = lua::api("nvim_buf_get_changedtick", bufnr).ok();
     if newest != Some(generation) || tick != Some(generation) {
         return; // stale: a newer answer is on its way
     }
@@ -209,12 +209,12 @@ pub fn render(bufnr: i32, generation: u32, lines: Vec<LineTitles>, listed: Strin
             ANSWERS.with(|a| a.borrow_mut().remove(&bufnr));
             return Ok(());
         }
-        let line_count: usize = nvim::api("nvim_buf_line_count", bufnr).map_err(|e| api_err("nvim_buf_line_count", e))?;
+        let line_count: usize = lua::api("nvim_buf_line_count", bufnr).map_err(|e| api_err("nvim_buf_line_count", e))?;
         ANSWERS.with(|a| a.borrow_mut().insert(bufnr, Answer::new(generation, lines, line_count)));
         redraw_windows_of(bufnr).map_err(|e| api_err("nvim__redraw", e))
     };
     if let Err(e) = run() {
-        crate::log::warn(format!("drawing annotations failed: {e}"));
+        crate::core::log::warn(format!("drawing annotations failed: {e}"));
     }
 }
 
@@ -224,12 +224,12 @@ pub fn render(bufnr: i32, generation: u32, lines: Vec<LineTitles>, listed: Strin
 /// "flush", Neovim redraws once it has run the pending jobs (several
 /// providers' answers make one redraw). Nothing for a buffer no window shows.
 fn redraw_windows_of(buf: i32) -> mlua::Result<()> {
-    let lua = nvim::lua()?;
+    let lua = lua::lua()?;
     let opts = lua.create_table_with_capacity(0, 3)?;
     opts.raw_set("buf", buf)?;
     opts.raw_set("valid", true)?;
     opts.raw_set("flush", false)?;
-    nvim::api("nvim__redraw", opts)
+    lua::api("nvim__redraw", opts)
 }
 
 /// Forgets a buffer's annotations (it is unloaded, wiped out, or too big
@@ -240,7 +240,7 @@ pub fn forget_buffer(buf: i32) {
     LATEST.with(|l| l.borrow_mut().remove(&buf));
     ANSWERS.with(|a| a.borrow_mut().remove(&buf));
     clear(buf);
-    let _ = nvim::helper::<_, ()>("del_var", (buf, ANNOTATIONS_VAR));
+    let _ = lua::helper::<_, ()>("del_var", (buf, ANNOTATIONS_VAR));
 }
 
 /// Forgets every buffer (the service stops).
@@ -265,7 +265,7 @@ pub fn set_visible(visible: bool) {
     HIDDEN.set(!visible);
     if !visible {
         ANSWERS.with(|a| a.borrow_mut().clear());
-        let bufs: Vec<i32> = nvim::api("nvim_list_bufs", ()).unwrap_or_default();
+        let bufs: Vec<i32> = lua::api("nvim_list_bufs", ()).unwrap_or_default();
         for buf in bufs {
             clear(buf);
         }
@@ -275,11 +275,11 @@ pub fn set_visible(visible: bool) {
 /// Calls `require("amp.openctx")._resolve(id, result)`.
 pub fn resolve_request(id: i64, result: &Value) {
     let run = || -> mlua::Result<()> {
-        let module: mlua::Table = nvim::global("require", "amp.openctx")?;
-        module.get::<mlua::Function>("_resolve")?.call((id, nvim::to_lua(result)?))
+        let module: mlua::Table = lua::global("require", "amp.openctx")?;
+        module.get::<mlua::Function>("_resolve")?.call((id, lua::to_lua(result)?))
     };
     if let Err(e) = run() {
-        crate::log::warn(format!("openctx: delivering result {id} failed: {e}"));
+        crate::core::log::warn(format!("openctx: delivering result {id} failed: {e}"));
     }
 }
 
@@ -289,7 +289,7 @@ pub fn resolve_request(id: i64, result: &Value) {
 /// no agent request is answered.
 pub fn report_failure(provider: &str, message: &str) {
     const SHOWN_CHARS: usize = 60;
-    crate::log::warn(format!("OpenCtx provider {provider}: {message}"));
+    crate::core::log::warn(format!("OpenCtx provider {provider}: {message}"));
     let first_line = message.lines().next().unwrap_or_default();
     let shown = match first_line.char_indices().nth(SHOWN_CHARS) {
         Some((cut, _)) => format!("{}… (:Amp log)", &first_line[..cut]),

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 
 use mlua::{Table, Value};
 
-use super::{nvim, path_from_lua};
+use super::{lua, path_from_lua};
 use crate::amp::context::{RawRegion, RawSelection};
 
 /// The selection in the current window, or `None` if its buffer is not a file.
 pub fn read_selection() -> Option<RawSelection> {
-    let values: mlua::MultiValue = nvim::helper("selection", ()).ok()?;
+    let values: mlua::MultiValue = lua::helper("selection", ()).ok()?;
     let mut v = values.into_iter();
     let path = match v.next()? {
         Value::String(name) => path_from_lua(&name),
@@ -82,7 +82,7 @@ fn end_of_char(line: &[u8], at: usize) -> usize {
 /// The files shown in the current tab page's windows, in window order,
 /// without duplicates. Floating windows are left out.
 pub fn read_visible_files() -> Vec<PathBuf> {
-    let names: Vec<mlua::String> = nvim::helper("visible_files", ()).unwrap_or_default();
+    let names: Vec<mlua::String> = lua::helper("visible_files", ()).unwrap_or_default();
     let mut files: Vec<PathBuf> = Vec::with_capacity(names.len());
     for name in &names {
         let path = path_from_lua(name);

@@ -17,8 +17,9 @@ use tokio::sync::watch;
 use crate::amp::options::ServerOptions;
 use crate::amp::server::{accept_loop, Shared};
 use crate::amp::{lockfile, token};
-use crate::editor::events;
-use crate::{bridge, log};
+use crate::nvim::events;
+use crate::core::log;
+use crate::nvim::bridge;
 
 struct Session {
     runtime: Runtime,
@@ -46,7 +47,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         log::set_max_bytes(options.log_max_bytes);
         log::init(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
     }
-    crate::filetext::set_read_options(options.read_options.clone());
+    crate::core::filetext::set_read_options(options.read_options.clone());
     raise_nofile_limit();
     let lock_dir = lockfile::lock_dir_from_env()
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
@@ -71,7 +72,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     if shared.options.watch_files {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let _ = shared.file_watch.set(tx);
-        runtime.spawn(crate::filewatch::run(rx, Duration::from_millis(shared.options.watch_debounce_ms)));
+        runtime.spawn(crate::core::filewatch::run(rx, Duration::from_millis(shared.options.watch_debounce_ms)));
     }
     let announce = shared.clone();
     runtime.spawn(async move {
@@ -227,7 +228,7 @@ pub fn broadcast(name: &str, payload: &Value) -> usize {
 pub fn selection_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
-    if let Some(selection) = crate::editor::context::read_selection() {
+    if let Some(selection) = crate::nvim::context::read_selection() {
         session.shared.publish_selection(selection);
     }
 }
@@ -239,7 +240,7 @@ pub fn selection_changed() {
 pub fn cursor_moved(path: &[u8]) {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
-    crate::editor::bulk::with_cursor_line(|row, col, line| {
+    crate::nvim::bulk::with_cursor_line(|row, col, line| {
         session.shared.publish_cursor(path, row.saturating_sub(1), col, line)
     });
 }
@@ -248,7 +249,7 @@ pub fn cursor_moved(path: &[u8]) {
 pub fn visible_files_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
-    session.shared.publish_visible_files(crate::editor::context::read_visible_files());
+    session.shared.publish_visible_files(crate::nvim::context::read_visible_files());
 }
 
 /// The set of loaded buffers may have changed: note their names (see
@@ -256,10 +257,10 @@ pub fn visible_files_changed() {
 pub fn buffers_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
-    let (names, files) = crate::editor::files::loaded_buffers();
+    let (names, files) = crate::nvim::files::loaded_buffers();
     session.shared.set_loaded_buffers(names);
     if session.shared.file_watch.get().is_some() {
-        session.shared.tell_watcher(crate::filewatch::WatchCommand::SetFiles(files));
+        session.shared.tell_watcher(crate::core::filewatch::WatchCommand::SetFiles(files));
     }
 }
 
@@ -277,6 +278,6 @@ pub fn take_disk_version(path: &str) -> Result<(), String> {
     if session.shared.file_watch.get().is_none() {
         return Err("file watching is off (watch.enabled = false)".into());
     }
-    session.shared.tell_watcher(crate::filewatch::WatchCommand::Take(path.into()));
+    session.shared.tell_watcher(crate::core::filewatch::WatchCommand::Take(path.into()));
     Ok(())
 }

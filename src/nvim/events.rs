@@ -2,21 +2,21 @@
 
 use serde_json::Value;
 
-use super::nvim;
+use super::lua;
 
 /// Fires `User <pattern>` with `data`. Errors in listeners are the listeners'
 /// own: they are logged, not raised into the server.
 pub fn fire(pattern: &str, data: &Value) {
     let run = || -> mlua::Result<()> {
-        let lua = nvim::lua()?;
+        let lua = lua::lua()?;
         let opts = lua.create_table()?;
         opts.set("pattern", pattern)?;
         opts.set("modeline", false)?;
-        opts.set("data", nvim::to_lua(data)?)?;
-        nvim::api("nvim_exec_autocmds", ("User", opts))
+        opts.set("data", lua::to_lua(data)?)?;
+        lua::api("nvim_exec_autocmds", ("User", opts))
     };
     if let Err(e) = run() {
-        crate::log::warn(format!("User {pattern} autocmd failed: {e}"));
+        crate::core::log::warn(format!("User {pattern} autocmd failed: {e}"));
     }
 }
 
@@ -25,7 +25,7 @@ pub fn fire(pattern: &str, data: &Value) {
 /// prompt, where agent requests wait), through `vim.notify`.
 pub fn notify(message: &str, level: &str) {
     let run = || -> mlua::Result<()> {
-        let lua = nvim::lua()?;
+        let lua = lua::lua()?;
         let vim: mlua::Table = lua.globals().get("vim")?;
         let levels: mlua::Table = vim.get::<mlua::Table>("log")?.get("levels")?;
         let level = levels.get::<mlua::Value>(level)?;
@@ -35,11 +35,11 @@ pub fn notify(message: &str, level: &str) {
             Err(_) => {
                 let opts = lua.create_table()?;
                 opts.set("title", "amp")?;
-                nvim::global("vim.notify", (message, level, opts))
+                lua::global("vim.notify", (message, level, opts))
             }
         }
     };
     if let Err(e) = run() {
-        crate::log::warn(format!("vim.notify failed: {e}"));
+        crate::core::log::warn(format!("vim.notify failed: {e}"));
     }
 }

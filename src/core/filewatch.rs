@@ -24,11 +24,11 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::bridge::on_main;
-use crate::editor::buffers::{self, ApplyError};
-use crate::editor::files;
-use crate::filetext::DiskText;
-use crate::log;
+use crate::nvim::bridge::on_main;
+use crate::nvim::buffers::{self, ApplyError};
+use crate::nvim::files;
+use crate::core::filetext::DiskText;
+use crate::core::log;
 
 /// What the watcher is told from the rest of the plugin.
 #[derive(Debug)]
@@ -157,14 +157,14 @@ async fn check(path: &Path, known: &mut HashMap<PathBuf, Option<Stamp>>, take: b
         }
         return;
     };
-    let bytes = match crate::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
+    let bytes = match crate::core::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => {
             log::warn(format!("cannot read {} after it changed: {e}", path.display()));
             return;
         }
     };
-    let disk = match crate::filetext::decode(&bytes, &crate::filetext::read_options()) {
+    let disk = match crate::core::filetext::decode(&bytes, &crate::core::filetext::read_options()) {
         Ok(disk) => disk,
         Err(why) => {
             log::info(format!("{} changed on disk but cannot be read here ({}); left alone", path.display(), why.0));

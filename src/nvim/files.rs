@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::events::{self, notify};
-use super::{find_buffer, nvim, path_from_lua};
+use super::{find_buffer, lua, path_from_lua};
 
 /// Buffer variable marking a buffer whose file changed on disk while it had
 /// unsaved changes (cleared when the conflict is settled).
@@ -15,7 +15,7 @@ const CONFLICT_VAR: &str = "amp_disk_conflict";
 /// The names of all loaded buffers (any kind), and the files among them.
 pub fn loaded_buffers() -> (Vec<PathBuf>, Vec<PathBuf>) {
     let (names, files): (Vec<mlua::String>, Vec<mlua::String>) =
-        nvim::helper("loaded_buffers", ()).unwrap_or_default();
+        lua::helper("loaded_buffers", ()).unwrap_or_default();
     (names.iter().map(path_from_lua).collect(), files.iter().map(path_from_lua).collect())
 }
 
@@ -25,9 +25,9 @@ fn buffer_for(path: &Path) -> Option<i32> {
 
 fn set_conflict(buf: i32, on: bool) {
     let _ = if on {
-        nvim::api::<_, ()>("nvim_buf_set_var", (buf, CONFLICT_VAR, true))
+        lua::api::<_, ()>("nvim_buf_set_var", (buf, CONFLICT_VAR, true))
     } else {
-        nvim::helper::<_, ()>("del_var", (buf, CONFLICT_VAR))
+        lua::helper::<_, ()>("del_var", (buf, CONFLICT_VAR))
     };
 }
 
@@ -36,13 +36,13 @@ fn set_conflict(buf: i32, on: bool) {
 /// no agent request is answered.
 fn short_name(path: &Path) -> String {
     let full = path.to_string_lossy();
-    nvim::helper::<_, String>("short_name", full.as_ref()).unwrap_or_else(|_| full.into_owned())
+    lua::helper::<_, String>("short_name", full.as_ref()).unwrap_or_else(|_| full.into_owned())
 }
 
 /// The file changed on disk while its buffer has unsaved changes.
 pub fn report_conflict(path: &Path) {
     let Some(buf) = buffer_for(path) else { return };
-    let already: bool = nvim::helper("get_var", (buf, CONFLICT_VAR)).unwrap_or(false);
+    let already: bool = lua::helper("get_var", (buf, CONFLICT_VAR)).unwrap_or(false);
     if !already {
         set_conflict(buf, true);
         notify(&format!("amp: {} changed on disk; unsaved changes kept (:Amp diff/take/keep)", short_name(path)), "WARN");

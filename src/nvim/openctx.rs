@@ -13,11 +13,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 
-use super::client::{ClientOptions, OpenCtxClient, ProviderSpec};
-use super::types::{Annotation, Mention};
-use crate::editor::annotations::{self, LineTitles, Mark};
-use crate::text::utf16_to_byte_col;
-use crate::{bridge, log};
+use crate::openctx::client::{ClientOptions, OpenCtxClient, ProviderSpec};
+use crate::openctx::types::{Annotation, Mention};
+use crate::nvim::annotations::{self, LineTitles, Mark};
+use crate::core::text::utf16_to_byte_col;
+use crate::core::log;
+use crate::nvim::bridge;
 
 pub struct ServiceOptions {
     pub providers: Vec<ProviderSpec>,
@@ -169,7 +170,7 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
     let Some(doc) = annotations::read_document(bufnr, s.max_file_bytes)? else { return Ok(()) };
     let client = s.client.clone();
     s.runtime.spawn(async move {
-        let uri = crate::amp::uri::path_to_file_uri(&doc.path);
+        let uri = crate::core::uri::path_to_file_uri(&doc.path);
         let (bufnr, generation) = (doc.bufnr, doc.generation);
         // Drawn each time a provider answers: a slow one holds up nobody.
         client
@@ -252,7 +253,7 @@ pub fn mentions(query: String, path: String, id: i64) -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
-    let uri = (!path.is_empty()).then(|| crate::amp::uri::path_to_file_uri(std::path::Path::new(&path)));
+    let uri = (!path.is_empty()).then(|| crate::core::uri::path_to_file_uri(std::path::Path::new(&path)));
     s.runtime.spawn(async move {
         let list = client.mentions(&query, uri.as_deref()).await;
         let failures = client.take_failures();
@@ -306,7 +307,7 @@ pub fn items_for_message(message: String, id: i64) -> Result<(), String> {
     Ok(())
 }
 
-fn failures_json(failures: Vec<super::client::Failure>) -> Value {
+fn failures_json(failures: Vec<crate::openctx::client::Failure>) -> Value {
     Value::Array(failures.into_iter().map(|f| json!({ "provider": f.provider, "message": f.message })).collect())
 }
 

@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{api_err, file_record, find_buffer, lua_paths, nvim};
-use crate::amp::edit::Hunk;
-use crate::filetext::DiskText;
-use crate::filetext::{self, LineEnd};
+use super::{api_err, file_record, find_buffer, lua_paths, lua};
+use crate::core::edit::Hunk;
+use crate::core::filetext::DiskText;
+use crate::core::filetext::{self, LineEnd};
 
 /// A copy of a buffer's text, taken on the main thread and turned into a
 /// file's text on the tokio side.
@@ -74,7 +74,7 @@ impl BufferText {
                 vec![Hunk { start: 0, old_end: 1, lines: new.iter().map(|l| (*l).to_owned()).collect() }]
             });
         }
-        Ok(crate::amp::edit::line_hunks(&self.lines()?, new))
+        Ok(crate::core::edit::line_hunks(&self.lines()?, new))
     }
 
     /// The file's text as the buffer holds it (without the BOM, in UTF-8):
@@ -99,7 +99,7 @@ pub fn loaded_text(paths: Vec<PathBuf>) -> Result<Option<BufferText>, String> {
 /// in the editor.
 pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
     let names = lua_paths(&paths).map_err(|e| api_err("paths", e))?;
-    let buf: i32 = nvim::helper("load_buffer", names).map_err(|e| api_err("loading the file", e))?;
+    let buf: i32 = lua::helper("load_buffer", names).map_err(|e| api_err("loading the file", e))?;
     snapshot(buf)
 }
 
@@ -107,7 +107,7 @@ type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, 
 
 fn snapshot(buf: i32) -> Result<BufferText, String> {
     let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc, bomb): SnapshotFields =
-        nvim::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
+        lua::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
     let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
     let line_end = if binary { LineEnd::Unix } else { LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix) };
     Ok(BufferText {
@@ -151,7 +151,7 @@ pub type FileStamp = (i64, i64, u64, u64);
 /// buffer is still at `expected_tick`. Returns the new changedtick.
 pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol) -> Result<u32, ApplyError> {
     let fail = |e: mlua::Error| ApplyError::Failed(api_err("applying the edit", e));
-    if !nvim::helper::<_, bool>("apply_begin", (bufnr, expected_tick, !hunks.is_empty())).map_err(fail)? {
+    if !lua::helper::<_, bool>("apply_begin", (bufnr, expected_tick, !hunks.is_empty())).map_err(fail)? {
         return Err(ApplyError::Changed);
     }
     // Last hunk first so earlier line numbers stay valid; changes made in
@@ -159,7 +159,7 @@ pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol
     for hunk in hunks.iter().rev() {
         super::bulk::set_lines(bufnr, hunk.start, hunk.old_end, &hunk.lines).map_err(ApplyError::Failed)?;
     }
-    nvim::helper::<_, u32>("apply_end", (bufnr, final_eol)).map_err(fail)
+    lua::helper::<_, u32>("apply_end", (bufnr, final_eol)).map_err(fail)
 }
 
 /// Where an agent's write goes.
@@ -191,7 +191,7 @@ pub fn apply_and_write(
     let result = write(bufnr, autocmds, stamp, &plan);
     if result.is_err() && changed {
         // Nothing half-done: the buffer goes back to what it was.
-        let _ = nvim::helper::<_, ()>("undo_edit", bufnr);
+        let _ = lua::helper::<_, ()>("undo_edit", bufnr);
     }
     result
 }
@@ -203,7 +203,7 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
     // prompt: the file must still be the one the server settled (else the
     // caller settles and retries), and that is what Neovim then records.
     let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    if !nvim::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| failed("checking the file", &e))? {
+    if !lua::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| failed("checking the file", &e))? {
         return Err(ApplyError::Changed);
     }
     let error = |outcome: Option<String>| outcome.map_or(Ok(()), |why| Err(ApplyError::Failed(why)));
@@ -213,19 +213,19 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
             // Without the record, :write! (the caller checked 'readonly' and
             // the permissions).
             let bang = !file_record::record_timestamp(bufnr);
-            let outcome: Option<String> = nvim::helper("write", (bufnr, autocmds, mlua::Value::Nil, bang))
+            let outcome: Option<String> = lua::helper("write", (bufnr, autocmds, mlua::Value::Nil, bang))
                 .map_err(|e| failed("writing the file", &e))?;
             return error(outcome);
         }
     };
-    let tmp = crate::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
+    let tmp = crate::core::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
     let result = super::lua_path(&tmp)
-        .and_then(|name| nvim::helper::<_, Option<String>>("write", (bufnr, autocmds, name, true)))
+        .and_then(|name| lua::helper::<_, Option<String>>("write", (bufnr, autocmds, name, true)))
         .map_err(|e| failed("writing the file", &e))
         .and_then(error)
         .and_then(|()| {
             // Durable only if the user asks Neovim's own writes to be ('fsync').
-            let durable = nvim::helper("global_option", "fsync").unwrap_or(false);
+            let durable = lua::helper("global_option", "fsync").unwrap_or(false);
             replace(bufnr, autocmds, &tmp, target, durable)
         });
     let _ = std::fs::remove_file(&tmp); // renamed away, or a leftover
@@ -235,10 +235,10 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
 /// Renames `tmp` (the buffer's text as `:w` writes it) over `target`, then
 /// records what `:write` records: the buffer matches its file.
 fn replace(bufnr: i32, autocmds: &'static str, tmp: &Path, target: &Path, durable: bool) -> Result<(), ApplyError> {
-    crate::fsutil::finish_replace(tmp, target, durable)
+    crate::core::fsutil::finish_replace(tmp, target, durable)
         .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))?;
     file_record::record_saved(bufnr);
-    nvim::helper::<_, ()>("mark_written", (bufnr, autocmds))
+    lua::helper::<_, ()>("mark_written", (bufnr, autocmds))
         .map_err(|e| ApplyError::Failed(api_err("marking the buffer written", e)))
 }
 
@@ -256,20 +256,20 @@ pub fn replace_applied(
     target: &Path,
 ) -> Result<(), ApplyError> {
     let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    if !nvim::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| ApplyError::Failed(api_err("checking the file", e)))? {
+    if !lua::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| ApplyError::Failed(api_err("checking the file", e)))? {
         return Err(ApplyError::Changed);
     }
-    let typed = nvim::helper::<_, u32>("changedtick", bufnr).map_err(|e| ApplyError::Failed(api_err("reading the buffer", e)))? != tick;
+    let typed = lua::helper::<_, u32>("changedtick", bufnr).map_err(|e| ApplyError::Failed(api_err("reading the buffer", e)))? != tick;
     replace(bufnr, autocmds, tmp, target, false)?;
     if typed {
         // The disk has the agent's text; the user's typing since is unsaved.
-        let _ = nvim::api::<_, ()>("nvim_set_option_value", ("modified", true, nvim_buf_opts(bufnr)?));
+        let _ = lua::api::<_, ()>("nvim_set_option_value", ("modified", true, nvim_buf_opts(bufnr)?));
     }
     Ok(())
 }
 
 fn nvim_buf_opts(bufnr: i32) -> Result<mlua::Table, ApplyError> {
-    let table = nvim::lua().and_then(|lua| lua.create_table()).map_err(|e| ApplyError::Failed(e.to_string()))?;
+    let table = lua::lua().and_then(|lua| lua.create_table()).map_err(|e| ApplyError::Failed(e.to_string()))?;
     table.set("buf", bufnr).map_err(|e| ApplyError::Failed(e.to_string()))?;
     Ok(table)
 }
@@ -278,8 +278,8 @@ fn nvim_buf_opts(bufnr: i32) -> Result<mlua::Table, ApplyError> {
 /// failed; left alone if the user typed since (then the buffer keeps the
 /// edit, unsaved: nothing is lost). Returns whether it was taken back.
 pub fn undo_applied(bufnr: i32, tick: u32) -> bool {
-    let now: Option<u32> = nvim::helper("changedtick", bufnr).ok();
-    now == Some(tick) && nvim::helper::<_, ()>("undo_edit", bufnr).is_ok()
+    let now: Option<u32> = lua::helper("changedtick", bufnr).ok();
+    now == Some(tick) && lua::helper::<_, ()>("undo_edit", bufnr).is_ok()
 }
 
 /// After a clean buffer took its file's new text: the file's format as
@@ -289,13 +289,13 @@ pub fn undo_applied(bufnr: i32, tick: u32) -> bool {
 pub fn mark_reloaded(bufnr: i32, tick: u32, disk: &DiskText) -> Result<bool, String> {
     let err = |e: mlua::Error| api_err("marking the buffer saved", e);
     let format = (bufnr, tick, disk.line_end.name(), disk.bomb, disk.encoding, disk.eol);
-    if !nvim::helper::<_, bool>("set_file_format", format).map_err(err)? {
+    if !lua::helper::<_, bool>("set_file_format", format).map_err(err)? {
         return Ok(false);
     }
     if !file_record::record_saved(bufnr) {
-        nvim::helper::<_, ()>("checktime_quietly", bufnr).map_err(err)?;
+        lua::helper::<_, ()>("checktime_quietly", bufnr).map_err(err)?;
     }
-    nvim::helper::<_, ()>("set_unmodified", bufnr).map_err(err)?;
+    lua::helper::<_, ()>("set_unmodified", bufnr).map_err(err)?;
     Ok(true)
 }
 

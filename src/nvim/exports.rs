@@ -1,0 +1,227 @@
+//! The Lua module `amp_core`: its entry point and the exported function
+//! table (see `lua/amp/native.lua`). Every exported function catches panics
+//! and returns `{ ok = true, value = … }` or `{ ok = false, err = "…" }`;
+//! the hot-path ones called from autocmds return nothing. The exports are
+//! mlua functions: nvim-oxi 0.6 leaks every string that crosses its function
+//! and API wrappers (see `lua.rs`), so it is used only for its libuv handle
+//! and `vim.schedule` (in `bridge`).
+
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use mlua::{Function, Lua, Table};
+use serde_json::{json, Value};
+
+use crate::amp::options::ServerOptions;
+use crate::core::{filetext, log};
+use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
+use crate::amp;
+
+/// The module's entry point, `require`d through `package.loadlib`.
+///
+/// # Safety
+/// Called by Lua with a valid state, on Neovim's main thread.
+#[no_mangle]
+pub unsafe extern "C" fn luaopen_amp_core(state: *mut mlua::ffi::lua_State) -> c_int {
+    // nvim-oxi keeps the Lua state and the libuv loop in thread-locals for
+    // `AsyncHandle` and `schedule`; its entry point does that and pushes nil.
+    let pushed = nvim_oxi::entrypoint::entrypoint(state.cast(), || ());
+    mlua::ffi::lua_pop(state, pushed);
+    let lua = Lua::init_from_ptr(state);
+    bulk::init(&lua);
+    let built = lua::init(&lua).and_then(|()| exports(&lua));
+    let value = match built {
+        Ok(table) => mlua::Value::Table(table),
+        Err(e) => mlua::Value::String(match lua.create_string(format!("amp_core failed to load: {e}")) {
+            Ok(s) => s,
+            Err(_) => return 0,
+        }),
+    };
+    // Push the table (or the error text) through a temporary global: mlua
+    // has no public way to leave a value on the raw stack.
+    const SLOT: &str = "__amp_core_module";
+    if lua.globals().raw_set(SLOT, value).is_err() {
+        return 0;
+    }
+    mlua::ffi::lua_getglobal(state, c"__amp_core_module".as_ptr());
+    let _ = lua.globals().raw_set(SLOT, mlua::Value::Nil);
+    1
+}
+
+fn exports(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("version", export(lua, |_: Vec<Value>| Ok(json!(env!("CARGO_PKG_VERSION"))))?)?;
+    t.set("start", export(lua, |args: Vec<Value>| session::start(ServerOptions::from_json(&arg(&args, 0))?))?)?;
+    t.set("stop", export(lua, |_: Vec<Value>| {
+        session::stop();
+        Ok(Value::Null)
+    })?)?;
+    t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
+    // Whether big reads and writes use Neovim's C API on this version (editor::bulk).
+    t.set("bulk_c_api", export(lua, |_: Vec<Value>| Ok(json!(bulk::c_api())))?)?;
+    t.set("set_workspace_folders", export(lua, |args: Vec<Value>| {
+        let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
+            .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
+        session::set_workspace_folders(folders).map(|_| Value::Null)
+    })?)?;
+    t.set("broadcast", export(lua, |args: Vec<Value>| {
+        let name = string_arg("broadcast", &args, 0)?;
+        Ok(json!(session::broadcast(&name, &arg(&args, 1))))
+    })?)?;
+    // Hot paths (autocmds): no arguments used, nothing returned.
+    t.set("selection_changed", quiet(lua, session::selection_changed)?)?;
+    // SAFETY: `cursor_moved` reads only its own arguments off the stack.
+    t.set("cursor_moved", unsafe { lua.create_c_function(cursor_moved) }?)?;
+    t.set("visible_files_changed", quiet(lua, session::visible_files_changed)?)?;
+    t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
+    t.set("buffer_written", export(lua, |args: Vec<Value>| {
+        session::buffer_written(&string_arg("buffer_written", &args, 0)?);
+        Ok(Value::Null)
+    })?)?;
+    t.set("set_read_options", export(lua, |args: Vec<Value>| {
+        filetext::set_read_options(amp::options::read_options("read_options", &arg(&args, 0))?);
+        Ok(Value::Null)
+    })?)?;
+    t.set("take_disk_version", export(lua, |args: Vec<Value>| {
+        session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
+    })?)?;
+    // OpenCtx (see lua/amp/openctx.lua).
+    t.set("openctx_configure", export(lua, |args: Vec<Value>| {
+        crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&arg(&args, 0))?)
+    })?)?;
+    t.set("openctx_stop", export(lua, |_: Vec<Value>| {
+        crate::nvim::openctx::stop();
+        Ok(Value::Null)
+    })?)?;
+    t.set("openctx_running", export(lua, |_: Vec<Value>| Ok(json!(crate::nvim::openctx::running())))?)?;
+    t.set("openctx_refresh_buffer", export(lua, |args: Vec<Value>| {
+        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_refresh_buffer: expected a buffer number")?;
+        crate::nvim::openctx::refresh_buffer(bufnr as i32).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_reset", export(lua, |_: Vec<Value>| crate::nvim::openctx::reset().map(|_| Value::Null))?)?;
+    t.set("openctx_set_visible", export(lua, |args: Vec<Value>| {
+        editor_annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
+        Ok(Value::Null)
+    })?)?;
+    // Hot path: the annotations' decoration provider `on_win`, called on
+    // every redraw of every window; returns false, never raises.
+    t.set("openctx_on_win", lua.create_function(|_, args: mlua::MultiValue| {
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| editor_annotations::on_win(&args))) {
+            log::error(format!("panic drawing annotations: {}", bridge::panic_message(&panic)));
+        }
+        Ok(false)
+    })?)?;
+    // A buffer unloaded or wiped out (its annotations' state goes), and the
+    // buffers that still have some (for tests).
+    t.set("openctx_forget_buffer", export(lua, |args: Vec<Value>| {
+        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
+        editor_annotations::forget_buffer(bufnr as i32);
+        Ok(Value::Null)
+    })?)?;
+    t.set("openctx_tracked_buffers", export(lua, |_: Vec<Value>| Ok(json!(editor_annotations::tracked_buffers())))?)?;
+    t.set("openctx_mentions", export(lua, |args: Vec<Value>| {
+        let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
+        let path = arg(&args, 1).as_str().unwrap_or_default().to_owned();
+        crate::nvim::openctx::mentions(query, path, request_id(&args, 2)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_check", export(lua, |args: Vec<Value>| {
+        crate::nvim::openctx::check(request_id(&args, 0)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_items_mention", export(lua, |args: Vec<Value>| {
+        let provider = string_arg("openctx_items_mention", &args, 0)?;
+        crate::nvim::openctx::items_for_mention(provider, arg(&args, 1), request_id(&args, 2)?).map(|_| Value::Null)
+    })?)?;
+    t.set("openctx_items_message", export(lua, |args: Vec<Value>| {
+        let message = string_arg("openctx_items_message", &args, 0)?;
+        crate::nvim::openctx::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
+    })?)?;
+    // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
+    t.set("configure_log", export(lua, |args: Vec<Value>| {
+        let file = string_arg("configure_log", &args, 0)?;
+        let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+        if let Some(max) = arg(&args, 2).as_u64() {
+            log::set_max_bytes(max);
+        }
+        log::init(std::path::PathBuf::from(file), level);
+        Ok(Value::Null)
+    })?)?;
+    t.set("log", export(lua, |args: Vec<Value>| {
+        let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+        match arg(&args, 1) {
+            Value::String(s) => log::write(level, s),
+            other => log::write(level, other.to_string()),
+        }
+        Ok(Value::Null)
+    })?)?;
+    Ok(t)
+}
+
+/// Wraps `f` as a Lua function that never raises: its arguments arrive as
+/// JSON values, panics and errors become `{ ok = false, err = … }`.
+fn export(lua: &Lua, f: impl Fn(Vec<Value>) -> Result<Value, String> + 'static) -> mlua::Result<Function> {
+    lua.create_function(move |_, args: mlua::MultiValue| {
+        let args: Result<Vec<Value>, String> =
+            args.into_iter().map(|v| lua::from_lua(v).map_err(|e| format!("invalid argument: {e}"))).collect();
+        let reply = match args.and_then(|args| {
+            catch_unwind(AssertUnwindSafe(|| f(args))).unwrap_or_else(|panic| {
+                let message = bridge::panic_message(&panic);
+                log::error(format!("panic in a native call: {message}"));
+                Err(format!("amp: internal error: {message}"))
+            })
+        }) {
+            Ok(value) => json!({ "ok": true, "value": value }),
+            Err(err) => json!({ "ok": false, "err": err }),
+        };
+        lua::to_lua(&reply)
+    })
+}
+
+/// Wraps an argument-free action for autocmd callbacks: extra arguments are
+/// ignored, panics are caught and logged, nothing is returned.
+fn quiet(lua: &Lua, f: fn()) -> mlua::Result<Function> {
+    lua.create_function(move |_, _: mlua::MultiValue| {
+        if let Err(panic) = catch_unwind(f) {
+            log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
+        }
+        Ok(())
+    })
+}
+
+/// `cursor_moved(name)`: the cursor of the current window, which shows the
+/// file `name`, moved outside Visual mode. Called on every keystroke by
+/// buffer-local autocmds, so it is a raw C function: the name is borrowed,
+/// not converted, and there is none of mlua's per-call machinery; the cursor
+/// and line are read from Neovim's C API (see `editor::bulk`). Anything but
+/// a string argument is ignored; returns nothing.
+unsafe extern "C-unwind" fn cursor_moved(state: *mut mlua::ffi::lua_State) -> c_int {
+    use mlua::ffi;
+    if ffi::lua_type(state, 1) != ffi::LUA_TSTRING {
+        return 0;
+    }
+    let mut len = 0usize;
+    let p = ffi::lua_tolstring(state, 1, &mut len);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: the string stays on the Lua stack until this function returns.
+    let path = std::slice::from_raw_parts(p.cast::<u8>(), len);
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| session::cursor_moved(path))) {
+        log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
+    }
+    0
+}
+
+fn arg(args: &[Value], i: usize) -> Value {
+    args.get(i).cloned().unwrap_or(Value::Null)
+}
+
+fn string_arg(function: &str, args: &[Value], i: usize) -> Result<String, String> {
+    match arg(args, i) {
+        Value::String(s) => Ok(s),
+        other => Err(format!("{function}: expected a string, got {other}")),
+    }
+}
+
+fn request_id(args: &[Value], i: usize) -> Result<i64, String> {
+    arg(args, i).as_i64().ok_or_else(|| "expected a request id".to_string())
+}
