@@ -31,9 +31,7 @@ use super::handshake::{admit, Admission, UpgradeRequest};
 use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, HandshakeSlot, Outgoing, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
-use crate::nvim::events;
 use crate::core::log;
-use crate::nvim::bridge;
 
 const MAX_IN_FLIGHT: usize = 64;
 /// A client that accepts no bytes for this long is dropped.
@@ -83,7 +81,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
         return;
     };
     log::info(format!("client {id} connected ({count} connected)"));
-    let _ = bridge::post(move || events::fire("AmpClientConnected", &json!({ "id": id, "clients": count })));
+    shared.editor.event("AmpClientConnected", json!({ "id": id, "clients": count }));
 
     // What a newly connected client needs first.
     let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()).into());
@@ -97,9 +95,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
         clients.len()
     };
     log::info(format!("client {id} disconnected: {ended} ({count} connected)"));
-    let _ = bridge::post(move || {
-        events::fire("AmpClientDisconnected", &json!({ "id": id, "clients": count, "reason": ended }))
-    });
+    shared.editor.event("AmpClientDisconnected", json!({ "id": id, "clients": count, "reason": ended }));
 }
 
 /// Performs the HTTP upgrade with the admission checks; `None` if refused or broken.

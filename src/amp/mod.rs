@@ -1,6 +1,5 @@
-//! The Amp editor protocol and server. Everything but `requests` is plain
-//! Rust with no Neovim API; `requests` reaches the editor only through
-//! [`crate::nvim::bridge`].
+//! The Amp editor protocol and server: plain Rust over `crate::core`. The
+//! editor is reached only through the server's [`crate::core::editor::Editor`].
 
 pub mod calls;
 pub mod connection;

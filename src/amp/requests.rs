@@ -1,8 +1,6 @@
 //! The tokio half of each request: decode, resolve paths, do file I/O and
 //! JSON here, and cross to the main thread only to read or change the editor.
 
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
@@ -11,18 +9,15 @@ use serde_json::{json, Value};
 
 use super::calls::{parse_call, Call, EditSpec};
 use super::connection::note_dialect;
-use crate::core::edit::apply_range;
 use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
-use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
-use crate::nvim::bridge::{on_main, BridgeError};
-use crate::nvim::buffers::{self, ApplyError, WritePlan};
-use crate::nvim::file_record;
-use crate::nvim::{diagnostics, open};
+use crate::core::edit::apply_range;
+use crate::core::editor::EditorError;
+use crate::core::file_ops::{io_message, special_kind, FileAccess};
+use crate::core::log;
 use crate::core::text::byte_to_utf16_col;
-use crate::core::filetext::split_lines;
-use crate::core::{fsutil, log};
+use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 
 /// Answers one TEXT frame with the text of the response.
 pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> JsonText {
@@ -51,11 +46,11 @@ async fn handle(call: Call, shared: &Arc<Shared>) -> Result<Value, RpcError> {
         Call::ReadFile { path } => read_file(shared, &path).await,
         Call::EditFile { path, edit } => edit_file(shared, &path, edit).await,
         Call::GetDiagnostics { path } => get_diagnostics(shared, path.as_deref()).await,
-        Call::OpenUri { uri } => open_uri(&uri).await,
+        Call::OpenUri { uri } => open_uri(shared, &uri).await,
     }
 }
 
-fn bridge_error(e: BridgeError) -> RpcError {
+fn editor_error(e: EditorError) -> RpcError {
     RpcError::new(INTERNAL_ERROR, e.to_string())
 }
 
@@ -86,109 +81,46 @@ fn resolve(shared: &Shared, path: &str) -> PathBuf {
     out
 }
 
-/// The path, its canonical form, and the names of loaded buffers that are
-/// the same file (opened through a symlink or another hard link): Neovim
-/// itself knows a buffer by its file's identity, not only by its name.
-async fn candidates(shared: &Shared, path: PathBuf) -> Vec<PathBuf> {
-    let mut out = vec![path.clone()];
-    if let Ok(c) = tokio::fs::canonicalize(&path).await {
-        if c != path {
-            out.push(c);
-        }
-    }
-    if let Ok(meta) = tokio::fs::metadata(&path).await {
-        let id = (meta.dev(), meta.ino());
-        for name in shared.loaded_buffer_names() {
-            if out.contains(&name) {
-                continue;
-            }
-            if let Ok(m) = tokio::fs::metadata(&name).await {
-                if (m.dev(), m.ino()) == id {
-                    out.push(name);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Refuses what is not a regular file before anything opens it: opening a
-/// FIFO blocks until a writer comes, a device can be endless.
-fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() { Some("a directory") } else { special_kind(&kind) };
-    what.map(|what| format!("{} is {what}: only regular files can be read or edited", path.display()))
-}
-
-/// What a file is when it is neither a regular file nor a directory.
-fn special_kind(kind: &std::fs::FileType) -> Option<&'static str> {
-    if kind.is_file() || kind.is_dir() {
-        None
-    } else if kind.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if kind.is_socket() {
-        Some("a socket")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else {
-        Some("not a regular file")
+fn files(shared: &Shared) -> FileAccess<'_> {
+    FileAccess {
+        editor: shared.editor.as_ref(),
+        watch: &shared.file_watch,
+        loaded: &shared.loaded_buffers,
+        max_file_bytes: shared.options.max_file_bytes,
+        write_autocmds: shared.options.write_autocmds,
     }
 }
-
-fn too_big(path: &Path, size: u64, max: u64) -> String {
-    format!(
-        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (edits.max_file_bytes)",
-        path.display()
-    )
-}
-
-/// How long reading one file may take before the request gives up.
-const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
-    let max = shared.options.max_file_bytes;
-    let meta = tokio::fs::metadata(&abs).await;
-    if let Some(why) = meta.as_ref().ok().and_then(|m| not_a_regular_file(&abs, m)) {
-        return Ok(failure(why));
+    match files(shared).read(&abs).await.map_err(editor_error)? {
+        Ok(content) => {
+            Ok(object([("success", Value::Bool(true)), ("content", Value::String(content)), ("encoding", "utf-8".into())]))
+        }
+        Err(why) => Ok(failure(why)),
     }
-    let paths = candidates(shared, abs.clone()).await;
-    // No buffer has it: the disk has the text, no need to wait for the main thread.
-    let loaded = if shared.maybe_loaded(&paths) {
-        on_main(move || buffers::loaded_text(paths)).await.map_err(bridge_error)?
-    } else {
-        Ok(None)
+}
+
+/// `editFile`: the change goes into the file's buffer (loaded for it if
+/// needed) as one undo step, written as the user's `:w` would write it
+/// (`core::file_ops`).
+async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
+    let abs = resolve(shared, path);
+    let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
+        EditSpec::Full(text) => Ok(text.clone()),
+        // Offsets into the text readFile answers.
+        EditSpec::Range { start, end, new_text } => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
+            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
     };
-    let content = match loaded {
-        Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
-            return Ok(failure(too_big(&abs, snapshot.joined.len() as u64, max)))
+    Ok(match files(shared).edit(&abs, new_text).await.map_err(editor_error)? {
+        Ok(edited) if !edited.written => {
+            json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false })
         }
-        Ok(Some(snapshot)) => snapshot.file_text(),
-        Ok(None) => {
-            let meta = match meta {
-                Ok(m) => m,
-                Err(e) => return Ok(failure(io_message(&abs, &e))),
-            };
-            if meta.len() > max {
-                return Ok(failure(too_big(&abs, meta.len(), max)));
-            }
-            let read = tokio::time::timeout(READ_TIMEOUT, fsutil::read_regular(abs.clone(), max)).await;
-            let bytes = match read {
-                Ok(Ok(bytes)) => bytes,
-                Ok(Err(e)) => return Ok(failure(io_message(&abs, &e))),
-                Err(_) => return Ok(failure(format!("reading {} took too long", abs.display()))),
-            };
-            let options = crate::core::filetext::read_options();
-            match crate::core::filetext::decode(&bytes, &options) {
-                Ok(disk) => disk.written_text(false),
-                Err(why) => return Ok(failure(format!("cannot read {} as text: {}", abs.display(), why.0))),
-            }
+        Ok(edited) => {
+            json!({ "success": true, "message": format!("Edited {}", abs.display()), "appliedChanges": edited.changed })
         }
-        Err(e) => return Ok(failure(e)),
-    };
-    Ok(object([("success", Value::Bool(true)), ("content", Value::String(content)), ("encoding", "utf-8".into())]))
+        Err(why) => failure(why),
+    })
 }
 
 /// A JSON object that owns its values: `json!` copies every value it
@@ -196,240 +128,6 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
 /// it fresh pages).
 fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
     Value::Object(entries.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
-}
-
-fn io_message(path: &Path, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!("file not found: {}", path.display()),
-        std::io::ErrorKind::PermissionDenied => format!("permission denied: {}", path.display()),
-        _ if path.is_dir() => format!("{} is a directory", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
-    }
-}
-
-/// Why the file may not be written, as `:w` would refuse it (it has no
-/// write permission bits, or this user may not write it).
-fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    let no_write_bits = meta.permissions().mode() & 0o222 == 0;
-    let denied = || {
-        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
-        // SAFETY: a valid NUL-terminated path; access() only reads it.
-        unsafe { libc::access(c.as_ptr(), libc::W_OK) != 0 }
-    };
-    (no_write_bits || denied()).then(|| {
-        format!(
-            "{} is read-only (mode {:o}): the agent may not change it; make it writable (chmod u+w) to allow edits",
-            path.display(),
-            meta.permissions().mode() & 0o7777
-        )
-    })
-}
-
-/// Why the buffer may not take an agent's edit, as Neovim would refuse the
-/// user's `:w` (or would lose someone's text).
-fn refused_by_buffer(path: &Path, format: &buffers::BufferFormat) -> Option<String> {
-    let path = path.display();
-    if !format.is_file {
-        Some(format!("{path} is open in a buffer that is not a file ('buftype')"))
-    } else if format.readonly {
-        Some(format!(
-            "{path} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits"
-        ))
-    } else if format.conflict {
-        Some(format!(
-            "{path} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)"
-        ))
-    } else {
-        None
-    }
-}
-
-/// Renamed into place when that keeps the file's identity (readers then see
-/// the old or the new file, never a mix); written in place otherwise, as
-/// Neovim's `'backupcopy'` "auto" decides.
-async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
-    let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let target = std::fs::canonicalize(&path)?;
-        if path != target && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Ok(WritePlan::InPlace);
-        }
-        if !fsutil::rename_keeps_identity(&target) {
-            return Ok(WritePlan::InPlace);
-        }
-        Ok(WritePlan::Rename { target })
-    })
-    .await
-    .map_err(std::io::Error::other)?
-}
-
-/// An edit whose bytes this side knows: the buffer takes the edit (one
-/// main-thread job), the bytes go to a temp file beside the file (here), and
-/// a second short job renames it into place and records it. A failure takes
-/// the edit back unless the user typed since.
-#[allow(clippy::too_many_arguments)]
-async fn edit_then_replace(
-    bufnr: i32,
-    tick: u32,
-    hunks: Vec<crate::core::edit::Hunk>,
-    final_eol: buffers::FinalEol,
-    autocmds: &'static str,
-    stamp: buffers::FileStamp,
-    bytes: Vec<u8>,
-    target: PathBuf,
-) -> Result<Result<(), ApplyError>, RpcError> {
-    let new_tick = match on_main(move || buffers::apply(bufnr, tick, &hunks, final_eol)).await.map_err(bridge_error)? {
-        Ok(t) => t,
-        Err(e) => return Ok(Err(e)),
-    };
-    let beside = target.clone();
-    let tmp = match tokio::task::spawn_blocking(move || fsutil::write_temp(&beside, &bytes)).await {
-        Ok(Ok(tmp)) => tmp,
-        Ok(Err(e)) => {
-            let _ = on_main(move || buffers::undo_applied(bufnr, new_tick)).await;
-            return Ok(Err(ApplyError::Failed(format!("cannot write beside {}: {e}", target.display()))));
-        }
-        Err(e) => return Err(RpcError::new(INTERNAL_ERROR, format!("writer task failed: {e}"))),
-    };
-    let t = tmp.clone();
-    let replaced = on_main(move || buffers::replace_applied(bufnr, new_tick, autocmds, stamp, &t, &target)).await;
-    let _ = tokio::fs::remove_file(&tmp).await; // renamed away, or a leftover
-    let replaced = replaced.map_err(bridge_error)?;
-    if replaced.is_err() {
-        let _ = on_main(move || buffers::undo_applied(bufnr, new_tick)).await;
-    }
-    Ok(replaced)
-}
-
-/// The bytes `:w` writes once the edit is in the buffer: `lines`, the
-/// buffer's format, and its final end-of-line as the edit leaves it
-/// (`final_eol`; 'fixendofline' adds one unless the edit took it away).
-/// `None` for an encoding only Neovim converts to.
-fn disk_bytes(lines: &[&str], format: &buffers::BufferFormat, final_eol: buffers::FinalEol) -> Option<Vec<u8>> {
-    let eol = final_eol.unwrap_or(format.eol);
-    let fixeol = format.fixeol && final_eol != Some(false);
-    let text = crate::core::filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
-    crate::core::filetext::encode(text, format.encoding, format.bomb)
-}
-
-/// How often an edit is recomputed when the user types between the
-/// snapshot and the change.
-const EDIT_ATTEMPTS: usize = 3;
-
-/// `editFile`: the change goes into the file's buffer (loaded for it if
-/// needed) as one undo step, and Neovim's own `:write` saves it, so the
-/// bytes on disk are the bytes the user's `:w` would write.
-async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
-    let abs = resolve(shared, path);
-    let max = shared.options.max_file_bytes;
-    let meta = match tokio::fs::metadata(&abs).await {
-        Ok(meta) => meta,
-        Err(e) => return Ok(failure(io_message(&abs, &e))),
-    };
-    if let Some(why) = not_a_regular_file(&abs, &meta) {
-        return Ok(failure(why));
-    }
-    if meta.len() > max {
-        return Ok(failure(too_big(&abs, meta.len(), max)));
-    }
-    if let Some(why) = not_writable(&abs, &meta) {
-        return Ok(failure(why));
-    }
-    let paths = candidates(shared, abs.clone()).await;
-    // What a Neovim killed mid-save left beside the file goes, written or not.
-    let beside = abs.clone();
-    let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
-    for _ in 0..EDIT_ATTEMPTS {
-        // A write by someone else that the watcher has not taken in yet: take
-        // it in first (or learn that it conflicts with unsaved changes).
-        shared.settle_files(&paths).await;
-        let stamp = match tokio::fs::metadata(&abs).await {
-            Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
-            Err(e) => return Ok(failure(io_message(&abs, &e))),
-        };
-        let want = paths.clone();
-        let snapshot = match on_main(move || buffers::text_for_edit(want)).await.map_err(bridge_error)? {
-            Ok(s) => s,
-            Err(e) => return Ok(failure(e)),
-        };
-        let (bufnr, tick, format, modified) = (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
-        if let Some(why) = refused_by_buffer(&abs, &format) {
-            return Ok(failure(why));
-        }
-        let new_text = match &edit {
-            EditSpec::Full(text) => text.clone(),
-            // Offsets into the text readFile answers.
-            EditSpec::Range { start, end, new_text } => match apply_range(&snapshot.clone().file_text(), *start, *end, new_text) {
-                Ok(t) => t,
-                Err(why) => return Ok(failure(format!("cannot apply the edit to {}: {why}", abs.display()))),
-            },
-        };
-        if new_text.len() as u64 > max {
-            return Ok(failure(too_big(&abs, new_text.len() as u64, max)));
-        }
-        let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
-        let hunks = match snapshot.hunks_to(&new_lines) {
-            Ok(h) => h,
-            Err(why) => return Ok(failure(format!("cannot edit {}: {why}", abs.display()))),
-        };
-        if format.encoding == "latin1" {
-            let bad: String = hunks.iter().flat_map(|h| h.lines.iter()).flat_map(|l| l.chars()).filter(|&c| c > '\u{ff}').take(8).collect();
-            if !bad.is_empty() {
-                return Ok(failure(format!(
-                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
-                    abs.display()
-                )));
-            }
-        }
-        // The final end-of-line changes only when the agent's text changes
-        // it; otherwise :w treats it as it treats the user's own writes.
-        let final_eol = (!new_lines.is_empty() && new_final_eol != format.eol).then_some(new_final_eol);
-        let changed = !hunks.is_empty() || final_eol.is_some();
-        if !changed && !modified {
-            // Nothing to do: the file stays as it is, byte for byte.
-            return Ok(json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false }));
-        }
-        let autocmds = shared.options.write_autocmds;
-        let plan = match write_plan(&abs).await {
-            Ok(plan) => plan,
-            Err(e) => return Ok(failure(format!("cannot write beside {}: {e}", abs.display()))),
-        };
-        // The bytes :w will write, when this side can tell (formatters that
-        // BufWritePre runs with "all" change the text first): then they are
-        // written off the main thread, which only applies and renames.
-        let bytes = match &plan {
-            WritePlan::Rename { .. } if autocmds != "all" && file_record::available() => {
-                disk_bytes(&new_lines, &format, final_eol)
-            }
-            _ => None,
-        };
-        let outcome = match (bytes, plan) {
-            (Some(bytes), WritePlan::Rename { target }) => {
-                edit_then_replace(bufnr, tick, hunks, final_eol, autocmds, stamp, bytes, target).await?
-            }
-            (_, plan) => {
-                let write = move || buffers::apply_and_write(bufnr, tick, hunks, final_eol, autocmds, stamp, plan);
-                on_main(write).await.map_err(bridge_error)?
-            }
-        };
-        match outcome {
-            Ok(()) => {}
-            Err(ApplyError::Changed) => continue,
-            Err(ApplyError::Failed(e)) => {
-                return Ok(failure(format!("could not edit {}: {e}", abs.display())))
-            }
-        }
-        // Our own write is not an outside change.
-        for p in &paths {
-            shared.note_written(p);
-        }
-        return Ok(json!({
-            "success": true,
-            "message": format!("Edited {}", abs.display()),
-            "appliedChanges": changed,
-        }));
-    }
-    Ok(failure(format!("{} kept changing while the edit was applied; try again", abs.display())))
 }
 
 fn severity_name(severity: u8) -> &'static str {
@@ -443,12 +141,14 @@ fn severity_name(severity: u8) -> &'static str {
 
 async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Value, RpcError> {
     let under = match path {
-        Some(p) if !p.is_empty() => Some(candidates(shared, resolve(shared, p)).await),
+        Some(p) if !p.is_empty() => Some(files(shared).names_of(&resolve(shared, p)).await),
         _ => None,
     };
-    let raw = on_main(move || diagnostics::collect(under))
+    let raw = shared
+        .editor
+        .diagnostics(under)
         .await
-        .map_err(bridge_error)?
+        .map_err(editor_error)?
         .map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
     let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in raw {
@@ -480,7 +180,7 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
     Ok(object([("entries", Value::Array(entries))]))
 }
 
-async fn open_uri(uri: &str) -> Result<Value, RpcError> {
+async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
     let opened = match scheme(uri).as_deref() {
         Some("file") => {
             let path = match file_uri_to_path(uri) {
@@ -502,19 +202,211 @@ async fn open_uri(uri: &str) -> Result<Value, RpcError> {
                 Err(e) => return Ok(failure(io_message(&path, &e))),
             }
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
-            on_main(move || open::open_path(path, selection)).await
+            shared.editor.open_file(path, selection).await
         }
         Some("http" | "https") => {
-            let url = uri.to_owned();
-            on_main(move || open::open_external(url)).await
+            shared.editor.open_url(uri.to_owned()).await
         }
         Some(other) => {
             return Ok(failure(format!("unsupported URI scheme '{other}:' (file, http and https are supported)")))
         }
         None => return Ok(failure(format!("not a URI: '{uri}'"))),
     };
-    match opened.map_err(bridge_error)? {
+    match opened.map_err(editor_error)? {
         Ok(()) => Ok(json!({ "success": true })),
         Err(e) => Ok(failure(e)),
+    }
+}
+
+/// The request paths against an in-memory editor (`core::fake_editor`):
+/// what reaches the editor, what reaches the disk, what the agent is told.
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::AtomicU8;
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::answer;
+    use crate::amp::options::ServerOptions;
+    use crate::amp::server::Shared;
+    use crate::core::editor::RawDiagnostic;
+    use crate::core::fake_editor::{unix_format, Call, FakeEditor};
+    use crate::core::filetext::LineEnd;
+    use crate::testutil::TempDir;
+
+    fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Arc<Shared> {
+        let options = ServerOptions { workspace_folders: vec![workspace.to_string_lossy().into_owned()], ..Default::default() };
+        let (_tx, shutdown) = tokio::sync::watch::channel(false);
+        Arc::new(Shared::new(options, editor, "t".into(), 0, workspace.to_path_buf(), shutdown))
+    }
+
+    /// Sends one request in the flat dialect; the result object (or the error).
+    async fn call(shared: &Arc<Shared>, method: &str, params: Value) -> Value {
+        let request = json!({ "clientRequest": { "id": "1", method: params } }).to_string();
+        let text = answer(&request, shared, &AtomicU8::new(0)).await.into_string();
+        let reply: Value = serde_json::from_str(&text).unwrap();
+        let body = &reply["serverResponse"];
+        body.get(method).or_else(|| body.get("error")).cloned().unwrap_or(reply)
+    }
+
+    #[tokio::test]
+    async fn read_of_a_file_no_buffer_has_goes_to_the_disk_alone() {
+        let dir = TempDir::new("read-disk");
+        std::fs::write(dir.0.join("a.txt"), b"one\r\ntwo\r\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        let shared = server(editor.clone(), &dir.0);
+        shared.loaded_buffers.set(vec![]);
+        let got = call(&shared, "readFile", json!({ "path": "a.txt" })).await;
+        assert_eq!(got["success"], true);
+        assert_eq!(got["content"], "one\r\ntwo\r\n");
+        assert_eq!(editor.calls(), vec![], "the editor was asked nothing");
+    }
+
+    #[tokio::test]
+    async fn read_of_a_loaded_file_answers_the_buffer_with_its_unsaved_text() {
+        let dir = TempDir::new("read-buffer");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"on disk\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        editor.open(&file, &["typed", "not saved"], true, unix_format());
+        let shared = server(editor.clone(), &dir.0);
+        shared.loaded_buffers.set(vec![file.clone()]);
+        let got = call(&shared, "readFile", json!({ "path": file })).await;
+        assert_eq!(got["content"], "typed\nnot saved\n");
+        assert_eq!(editor.calls(), vec![Call::LoadedText]);
+    }
+
+    #[tokio::test]
+    async fn edit_keeps_the_file_format_and_writes_through_the_rename_path() {
+        let dir = TempDir::new("edit-crlf");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"one\r\ntwo\r\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "one\r\nTWO\r\nthree\r\n" })).await;
+        assert_eq!((got["success"].clone(), got["appliedChanges"].clone()), (json!(true), json!(true)), "{got}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"one\r\nTWO\r\nthree\r\n");
+        let buffer = editor.buffer(&file).unwrap();
+        assert_eq!((buffer.lines, buffer.format.line_end, buffer.modified), (vec!["one".into(), "TWO".into(), "three".into()], LineEnd::Dos, false));
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::Apply, Call::Replace]);
+        // The same text again: nothing is written, the file keeps its bytes and mtime.
+        let before = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let again = call(&shared, "editFile", json!({ "path": file, "fullContent": "one\r\nTWO\r\nthree\r\n" })).await;
+        assert_eq!(again["appliedChanges"], false, "{again}");
+        assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), before);
+    }
+
+    #[tokio::test]
+    async fn edit_without_the_file_record_is_written_by_the_editor() {
+        let dir = TempDir::new("edit-write");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"a\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(false));
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
+        assert_eq!(got["success"], true, "{got}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"b\n");
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplyAndWrite]);
+    }
+
+    #[tokio::test]
+    async fn an_edit_is_recomputed_while_the_user_types_and_given_up_after_three_tries() {
+        let dir = TempDir::new("edit-typing");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"a\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        let shared = server(editor.clone(), &dir.0);
+        editor.type_meanwhile(2);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
+        assert_eq!(got["success"], true, "{got}");
+        assert_eq!(editor.calls().iter().filter(|c| **c == Call::Apply).count(), 3);
+        editor.type_meanwhile(3);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "c\n" })).await;
+        assert_eq!(got["success"], false);
+        assert!(got["message"].as_str().unwrap().contains("kept changing"), "{got}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"b\n", "nothing half-done");
+    }
+
+    #[tokio::test]
+    async fn edits_the_editor_would_refuse_are_refused_before_anything_changes() {
+        let dir = TempDir::new("edit-refused");
+        let file = dir.0.join("ro.txt");
+        std::fs::write(&file, b"a\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        editor.open(&file, &["a"], false, crate::core::buffer::BufferFormat { readonly: true, ..unix_format() });
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
+        assert_eq!(got["success"], false);
+        assert!(got["message"].as_str().unwrap().contains("'readonly'"), "{got}");
+        let fifo = dir.0.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for method in ["readFile", "editFile"] {
+            let got = call(&shared, method, json!({ "path": fifo, "fullContent": "x" })).await;
+            assert!(got["message"].as_str().unwrap().contains("FIFO"), "{method}: {got}");
+        }
+        assert_eq!(std::fs::read(&file).unwrap(), b"a\n");
+        assert!(!editor.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite)));
+    }
+
+    #[tokio::test]
+    async fn diagnostics_columns_become_utf16_and_entries_group_by_file() {
+        let dir = TempDir::new("diagnostics");
+        let file = dir.0.join("a.rs");
+        let editor = Arc::new(FakeEditor::new(true));
+        let line = "é😀x".as_bytes().to_vec();
+        editor.set_diagnostics(vec![RawDiagnostic {
+            path: file.clone(),
+            lnum: 0,
+            col: 6, // after "é😀" (2 + 4 bytes)
+            end_lnum: 0,
+            end_col: 7,
+            severity: 2,
+            message: "m".into(),
+            source: Some("s".into()),
+            line: line.clone(),
+            end_line: line,
+            line_offset: 0,
+            end_line_offset: 0,
+        }]);
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "getDiagnostics", json!({ "path": file })).await;
+        let d = &got["entries"][0]["diagnostics"][0];
+        assert_eq!((d["range"]["startCharacter"].clone(), d["range"]["endCharacter"].clone()), (json!(3), json!(4)), "{got}");
+        assert_eq!(d["severity"], "warning");
+        assert!(got["entries"][0]["uri"].as_str().unwrap().starts_with("file:///"));
+    }
+
+    #[tokio::test]
+    async fn open_uri_refuses_special_files_without_the_editor_and_passes_the_line() {
+        let dir = TempDir::new("open");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"a\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "openURI", json!({ "uri": "file:///dev/null" })).await;
+        assert_eq!(got["success"], false, "{got}");
+        assert_eq!(editor.calls(), vec![]);
+        let uri = format!("{}#L3", crate::core::uri::path_to_file_uri(&file));
+        let got = call(&shared, "openURI", json!({ "uri": uri })).await;
+        assert_eq!(got["success"], true, "{got}");
+        assert!(matches!(&editor.calls()[..], [Call::OpenFile(p, Some(sel))] if *p == file && sel.start_line == 3));
+    }
+
+    #[tokio::test]
+    async fn an_editor_that_is_gone_is_an_internal_error_not_a_hang() {
+        let dir = TempDir::new("gone");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, b"a\n").unwrap();
+        let editor = Arc::new(FakeEditor::new(true));
+        editor.go_away();
+        let shared = server(editor.clone(), &dir.0);
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
+        assert_eq!(got["code"], -32603, "{got}");
+        assert!(got["message"].as_str().unwrap().contains("shutting down"));
+        assert_eq!(std::fs::read(&file).unwrap(), b"a\n");
     }
 }

@@ -15,6 +15,8 @@ use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
 use super::protocol::{encode_notification, Dialect};
+use crate::core::editor::{Editor, LoadedBuffers};
+use crate::core::filewatch::FileWatch;
 use crate::core::log;
 
 /// How a connection's dialect is stored: unknown until its first request.
@@ -101,9 +103,11 @@ pub struct Shared {
     /// (`None` until first told): a `readFile` of a file no buffer has loaded
     /// is read from disk here, without waiting for the main thread, which
     /// may be held up (a hit-enter prompt runs no scheduled callbacks).
-    loaded_buffers: RwLock<Option<std::collections::HashSet<PathBuf>>>,
-    /// Commands to the file watcher, when it runs.
-    pub file_watch: std::sync::OnceLock<mpsc::UnboundedSender<crate::core::filewatch::WatchCommand>>,
+    pub loaded_buffers: LoadedBuffers,
+    /// The file watcher, when it runs.
+    pub file_watch: FileWatch,
+    /// The editor the requests read and change.
+    pub editor: Arc<dyn Editor>,
     /// Serialises lockfile writes so an older write never lands last.
     lock_writes: tokio::sync::Mutex<()>,
     /// Connections still in their handshake (see [`Shared::begin_handshake`]).
@@ -117,7 +121,14 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(options: ServerOptions, token: String, port: u16, lock_dir: PathBuf, shutdown: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        options: ServerOptions,
+        editor: Arc<dyn Editor>,
+        token: String,
+        port: u16,
+        lock_dir: PathBuf,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
         let options_budget = options.max_inflight_bytes;
         Self {
             workspace: RwLock::new(options.workspace_folders.clone()),
@@ -131,8 +142,9 @@ impl Shared {
             shutdown,
             selection: watch::Sender::new(None),
             visible_files: watch::Sender::new(None),
-            loaded_buffers: RwLock::new(None),
-            file_watch: std::sync::OnceLock::new(),
+            loaded_buffers: LoadedBuffers::default(),
+            file_watch: FileWatch::default(),
+            editor,
             lock_writes: tokio::sync::Mutex::new(()),
             pending: Mutex::new(Pending::default()),
             handshake_ended: Notify::new(),
@@ -188,23 +200,6 @@ impl Shared {
 
     pub fn pending_handshakes(&self) -> usize {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).queue.len()
-    }
-
-    pub fn set_loaded_buffers(&self, names: Vec<PathBuf>) {
-        *self.loaded_buffers.write().unwrap_or_else(|p| p.into_inner()) = Some(names.into_iter().collect());
-    }
-
-    /// Whether a loaded buffer may be named one of `paths` (yes when not
-    /// known yet).
-    pub fn maybe_loaded(&self, paths: &[PathBuf]) -> bool {
-        let loaded = self.loaded_buffers.read().unwrap_or_else(|p| p.into_inner());
-        loaded.as_ref().is_none_or(|names| paths.iter().any(|p| names.contains(p)))
-    }
-
-    /// The names of the loaded buffers, as last reported (none when not known yet).
-    pub fn loaded_buffer_names(&self) -> Vec<PathBuf> {
-        let loaded = self.loaded_buffers.read().unwrap_or_else(|p| p.into_inner());
-        loaded.as_ref().map(|names| names.iter().cloned().collect()).unwrap_or_default()
     }
 
     pub fn lockfile_path(&self) -> PathBuf {
@@ -339,26 +334,3 @@ impl Shared {
     }
 }
 
-impl Shared {
-    /// Tells the file watcher something; a no-op when watching is off.
-    pub fn tell_watcher(&self, command: crate::core::filewatch::WatchCommand) {
-        if let Some(tx) = self.file_watch.get() {
-            let _ = tx.send(command);
-        }
-    }
-
-    /// Has the watcher take in, now, any outside change to these files it
-    /// has not handled yet; returns when it has (at once when watching is off).
-    pub async fn settle_files(&self, paths: &[PathBuf]) {
-        let (done, settled) = tokio::sync::oneshot::channel();
-        if self.file_watch.get().is_some() {
-            self.tell_watcher(crate::core::filewatch::WatchCommand::Settle(paths.to_vec(), done));
-            let _ = settled.await;
-        }
-    }
-
-    /// A write of ours (or Neovim's): not an outside change.
-    pub fn note_written(&self, path: &std::path::Path) {
-        self.tell_watcher(crate::core::filewatch::WatchCommand::Written(path.to_path_buf()));
-    }
-}

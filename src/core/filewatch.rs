@@ -18,17 +18,18 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::nvim::bridge::on_main;
-use crate::nvim::buffers::{self, ApplyError};
-use crate::nvim::files;
-use crate::core::filetext::DiskText;
-use crate::core::log;
+use super::buffer::ApplyError;
+use super::editor::{BufferEdit, Editor, FileChange};
+use super::file_ops::{retry_while_typing, Retry};
+use super::filetext::DiskText;
+use super::log;
 
 /// What the watcher is told from the rest of the plugin.
 #[derive(Debug)]
@@ -42,6 +43,45 @@ pub enum WatchCommand {
     /// Take in any outside change to these files now (before an edit), then
     /// answer.
     Settle(Vec<PathBuf>, tokio::sync::oneshot::Sender<()>),
+}
+
+/// The rest of the plugin's handle on the watcher: empty while watching is
+/// off (then every call is a no-op).
+#[derive(Debug, Default)]
+pub struct FileWatch(std::sync::OnceLock<mpsc::UnboundedSender<WatchCommand>>);
+
+impl FileWatch {
+    /// Connects the handle to a running watcher; the receiver goes to [`run`].
+    pub fn start(&self) -> Option<mpsc::UnboundedReceiver<WatchCommand>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.0.set(tx).ok().map(|()| rx)
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// Tells the watcher something; a no-op when watching is off.
+    pub fn tell(&self, command: WatchCommand) {
+        if let Some(tx) = self.0.get() {
+            let _ = tx.send(command);
+        }
+    }
+
+    /// Has the watcher take in, now, any outside change to these files it
+    /// has not handled yet; returns when it has (at once when watching is off).
+    pub async fn settle(&self, paths: &[PathBuf]) {
+        if self.is_on() {
+            let (done, settled) = tokio::sync::oneshot::channel();
+            self.tell(WatchCommand::Settle(paths.to_vec(), done));
+            let _ = settled.await;
+        }
+    }
+
+    /// A write of ours (or the editor's): not an outside change.
+    pub fn note_written(&self, path: &Path) {
+        self.tell(WatchCommand::Written(path.to_path_buf()));
+    }
 }
 
 /// A file's identity and version as the disk reports it.
@@ -65,7 +105,8 @@ async fn stamp(path: &Path) -> Option<Stamp> {
 }
 
 /// Runs the watcher until `commands` closes (the session ends).
-pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: Duration) {
+pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: Duration, editor: Arc<dyn Editor>) {
+    let editor = editor.as_ref();
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let mut watcher = match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let _ = events_tx.send(event);
@@ -110,12 +151,12 @@ pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: 
                     pending.remove(&path);
                 }
                 Some(WatchCommand::Take(path)) => {
-                    check(&path, &mut known, true).await;
+                    check(editor, &path, &mut known, true).await;
                 }
                 Some(WatchCommand::Settle(paths, done)) => {
                     for path in paths.iter().filter(|p| files.contains(*p)) {
                         pending.remove(path);
-                        check(path, &mut known, false).await;
+                        check(editor, path, &mut known, false).await;
                     }
                     let _ = done.send(());
                 }
@@ -135,7 +176,7 @@ pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: 
                 let due: Vec<PathBuf> = pending.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
                 for path in due {
                     pending.remove(&path);
-                    check(&path, &mut known, false).await;
+                    check(editor, &path, &mut known, false).await;
                 }
             }
         }
@@ -143,7 +184,7 @@ pub async fn run(mut commands: mpsc::UnboundedReceiver<WatchCommand>, debounce: 
 }
 
 /// Looks at one file after its writes settled and brings its buffer up to date.
-async fn check(path: &Path, known: &mut HashMap<PathBuf, Option<Stamp>>, take: bool) {
+async fn check(editor: &dyn Editor, path: &Path, known: &mut HashMap<PathBuf, Option<Stamp>>, take: bool) {
     let now = stamp(path).await;
     let before = known.get(path).copied().flatten();
     if !take && now.is_some() && now == before {
@@ -152,26 +193,25 @@ async fn check(path: &Path, known: &mut HashMap<PathBuf, Option<Stamp>>, take: b
     known.insert(path.to_path_buf(), now);
     let Some(_) = now else {
         if before.is_some() {
-            let p = path.to_path_buf();
-            let _ = on_main(move || files::report_deleted(&p)).await;
+            let _ = editor.file_changed(path.to_path_buf(), FileChange::Deleted).await;
         }
         return;
     };
-    let bytes = match crate::core::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
+    let bytes = match super::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => {
             log::warn(format!("cannot read {} after it changed: {e}", path.display()));
             return;
         }
     };
-    let disk = match crate::core::filetext::decode(&bytes, &crate::core::filetext::read_options()) {
+    let disk = match super::filetext::decode(&bytes, &super::filetext::read_options()) {
         Ok(disk) => disk,
         Err(why) => {
             log::info(format!("{} changed on disk but cannot be read here ({}); left alone", path.display(), why.0));
             return;
         }
     };
-    if let Err(e) = reload(path, disk, take).await {
+    if let Err(e) = reload(editor, path, disk, take).await {
         log::warn(format!("reloading {} failed: {e}", path.display()));
     }
 }
@@ -185,33 +225,80 @@ const RELOAD_ATTEMPTS: usize = 3;
 
 /// Puts the disk's text and format into the file's buffer, unless the
 /// buffer has unsaved changes and `take` is false.
-async fn reload(path: &Path, disk: DiskText, take: bool) -> Result<(), String> {
-    for _ in 0..RELOAD_ATTEMPTS {
-        let want = vec![path.to_path_buf()];
-        let Some(snapshot) = on_main(move || buffers::loaded_text(want)).await.map_err(|e| e.to_string())?? else {
-            return Ok(()); // the buffer went away
-        };
-        let p = path.to_path_buf();
-        if snapshot.modified && !take {
-            on_main(move || files::report_conflict(&p)).await.map_err(|e| e.to_string())?;
-            return Ok(());
-        }
-        let (bufnr, tick) = (snapshot.bufnr, snapshot.changedtick);
-        let hunks = snapshot.hunks_to(&disk.lines())?;
-        let unchanged = hunks.is_empty();
-        let d = disk.clone();
-        match on_main(move || buffers::reload(bufnr, tick, hunks, d)).await.map_err(|e| e.to_string())? {
-            Ok(()) if unchanged => {
-                on_main(move || files::report_settled(&p)).await.map_err(|e| e.to_string())?;
-                return Ok(());
-            }
-            Ok(()) => {
-                on_main(move || files::report_reloaded(&p)).await.map_err(|e| e.to_string())?;
-                return Ok(());
-            }
-            Err(ApplyError::Changed) => continue,
-            Err(ApplyError::Failed(e)) => return Err(e),
-        }
+async fn reload(editor: &dyn Editor, path: &Path, disk: DiskText, take: bool) -> Result<(), String> {
+    let attempt = || reload_once(editor, path, &disk, take);
+    retry_while_typing(RELOAD_ATTEMPTS, attempt).await.unwrap_or_else(|| Err("the buffer kept changing".into()))
+}
+
+async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bool) -> Retry<Result<(), String>> {
+    let done = |r: Result<(), String>| Retry::Done(r);
+    let snapshot = match editor.loaded_text(vec![path.to_path_buf()]).await {
+        Ok(Ok(Some(snapshot))) => snapshot,
+        Ok(Ok(None)) => return done(Ok(())), // the buffer went away
+        Ok(Err(e)) => return done(Err(e)),
+        Err(e) => return done(Err(e.to_string())),
+    };
+    let report = |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
+    if snapshot.modified && !take {
+        return done(report(FileChange::Conflict).await);
     }
-    Err("the buffer kept changing".into())
+    let hunks = match snapshot.hunks_to(&disk.lines()) {
+        Ok(hunks) => hunks,
+        Err(e) => return done(Err(e)),
+    };
+    let unchanged = hunks.is_empty();
+    let edit = BufferEdit { bufnr: snapshot.bufnr, tick: snapshot.changedtick, hunks, final_eol: None };
+    match editor.reload(edit, disk.clone()).await {
+        Ok(Ok(())) => done(report(if unchanged { FileChange::Settled } else { FileChange::Reloaded }).await),
+        Ok(Err(ApplyError::Changed)) => Retry::Changed,
+        Ok(Err(ApplyError::Failed(e))) => done(Err(e)),
+        Err(e) => done(Err(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fake_editor::{unix_format, Call, FakeEditor};
+    use crate::core::filetext::{decode, LineEnd, ReadOptions};
+
+    fn disk(bytes: &[u8]) -> DiskText {
+        decode(bytes, &ReadOptions::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_clean_buffer_takes_the_disk_text_and_format() {
+        let editor = FakeEditor::new(true);
+        let path = Path::new("/w/a.txt");
+        editor.open(path, &["old", "same"], false, unix_format());
+        reload(&editor, path, disk(b"new\r\nsame\r\n"), false).await.unwrap();
+        let b = editor.buffer(path).unwrap();
+        assert_eq!((b.lines, b.format.line_end, b.modified), (vec!["new".to_owned(), "same".to_owned()], LineEnd::Dos, false));
+        assert_eq!(editor.calls().last(), Some(&Call::FileChanged(path.into(), FileChange::Reloaded)));
+    }
+
+    #[tokio::test]
+    async fn unsaved_changes_are_kept_and_reported_unless_taken() {
+        let editor = FakeEditor::new(true);
+        let path = Path::new("/w/a.txt");
+        editor.open(path, &["mine"], true, unix_format());
+        reload(&editor, path, disk(b"theirs\n"), false).await.unwrap();
+        assert_eq!(editor.buffer(path).unwrap().lines, ["mine"]);
+        assert_eq!(editor.calls().last(), Some(&Call::FileChanged(path.into(), FileChange::Conflict)));
+        reload(&editor, path, disk(b"theirs\n"), true).await.unwrap();
+        assert_eq!(editor.buffer(path).unwrap().lines, ["theirs"]);
+    }
+
+    #[tokio::test]
+    async fn a_reload_is_recomputed_while_the_user_types() {
+        let editor = FakeEditor::new(true);
+        let path = Path::new("/w/a.txt");
+        editor.open(path, &["a"], false, unix_format());
+        editor.type_meanwhile(2);
+        reload(&editor, path, disk(b"b\n"), false).await.unwrap();
+        assert_eq!(editor.buffer(path).unwrap().lines, ["b"]);
+        editor.type_meanwhile(3);
+        assert_eq!(reload(&editor, path, disk(b"c\n"), false).await, Err("the buffer kept changing".into()));
+        assert_eq!(editor.buffer(path).unwrap().lines, ["b"]);
+    }
 }

@@ -2,10 +2,16 @@
 //! `openctx`) depend on this and nothing else; `nvim` implements
 //! [`editor::Editor`] for Neovim.
 
+pub mod buffer;
 pub mod edit;
+pub mod editor;
+#[cfg(test)]
+pub mod fake_editor;
+pub mod file_ops;
 pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod selection;
 pub mod text;
 pub mod uri;

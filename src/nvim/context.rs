@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use mlua::{Table, Value};
 
 use super::{lua, path_from_lua};
-use crate::amp::context::{RawRegion, RawSelection};
+use crate::core::selection::{RawRegion, RawSelection};
 
 /// The selection in the current window, or `None` if its buffer is not a file.
 pub fn read_selection() -> Option<RawSelection> {

@@ -7,29 +7,9 @@ use std::path::PathBuf;
 use mlua::{Table, Value};
 
 use super::{api_err, lua_paths, lua, path_from_lua};
+use crate::core::editor::RawDiagnostic;
 
-/// One diagnostic as Neovim holds it (0-based lines, byte columns).
-#[derive(Debug, Clone)]
-pub struct RawDiagnostic {
-    pub path: PathBuf,
-    pub lnum: usize,
-    pub col: usize,
-    pub end_lnum: usize,
-    pub end_col: usize,
-    /// 1 error, 2 warning, 3 info, 4 hint (`vim.diagnostic.severity`).
-    pub severity: u8,
-    pub message: String,
-    pub source: Option<String>,
-    /// The text of line `lnum` and of line `end_lnum` (empty if not loaded).
-    pub line: Vec<u8>,
-    pub end_line: Vec<u8>,
-    /// Byte offset of the start of `lnum` and `end_lnum` in the buffer.
-    pub line_offset: usize,
-    pub end_line_offset: usize,
-}
 
-/// Every diagnostic of every buffer whose file is `under` (a file or a
-/// directory, component-wise), or of every buffer when `under` is `None`.
 pub fn collect(under: Option<Vec<PathBuf>>) -> Result<Vec<RawDiagnostic>, String> {
     let prefixes = match &under {
         Some(paths) => Some(lua_paths(paths).map_err(|e| api_err("paths", e))?),

@@ -12,6 +12,7 @@ pub mod buffers;
 pub mod bulk;
 pub mod context;
 pub mod diagnostics;
+pub mod editor;
 pub mod events;
 pub mod exports;
 pub mod file_record;

@@ -61,7 +61,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         .map_err(|e| remember(format!("cannot start the tokio runtime: {e}")))?;
     bridge::open().map_err(remember)?;
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let shared = Arc::new(Shared::new(options, token::generate_token(), port, lock_dir, shutdown_rx));
+    let shared = Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir, shutdown_rx));
 
     let listener = {
         let _guard = runtime.enter();
@@ -70,9 +70,10 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     };
     runtime.spawn(accept_loop(listener, shared.clone()));
     if shared.options.watch_files {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let _ = shared.file_watch.set(tx);
-        runtime.spawn(crate::core::filewatch::run(rx, Duration::from_millis(shared.options.watch_debounce_ms)));
+        if let Some(commands) = shared.file_watch.start() {
+            let debounce = Duration::from_millis(shared.options.watch_debounce_ms);
+            runtime.spawn(crate::core::filewatch::run(commands, debounce, shared.editor.clone()));
+        }
     }
     let announce = shared.clone();
     runtime.spawn(async move {
@@ -258,16 +259,14 @@ pub fn buffers_changed() {
     let guard = current();
     let Some(session) = guard.as_ref() else { return };
     let (names, files) = crate::nvim::files::loaded_buffers();
-    session.shared.set_loaded_buffers(names);
-    if session.shared.file_watch.get().is_some() {
-        session.shared.tell_watcher(crate::core::filewatch::WatchCommand::SetFiles(files));
-    }
+    session.shared.loaded_buffers.set(names);
+    session.shared.file_watch.tell(crate::core::filewatch::WatchCommand::SetFiles(files));
 }
 
 /// Neovim wrote `path` (BufWritePost): that write is not an outside change.
 pub fn buffer_written(path: &str) {
     if let Some(session) = current().as_ref() {
-        session.shared.note_written(std::path::Path::new(path));
+        session.shared.file_watch.note_written(std::path::Path::new(path));
     }
 }
 
@@ -275,9 +274,9 @@ pub fn buffer_written(path: &str) {
 pub fn take_disk_version(path: &str) -> Result<(), String> {
     let guard = current();
     let session = guard.as_ref().ok_or("the server is not running")?;
-    if session.shared.file_watch.get().is_none() {
+    if !session.shared.file_watch.is_on() {
         return Err("file watching is off (watch.enabled = false)".into());
     }
-    session.shared.tell_watcher(crate::core::filewatch::WatchCommand::Take(path.into()));
+    session.shared.file_watch.tell(crate::core::filewatch::WatchCommand::Take(path.into()));
     Ok(())
 }

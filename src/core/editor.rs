@@ -1,0 +1,201 @@
+//! What a protocol may ask of the editor, and nothing more.
+//!
+//! The Amp server, the file watcher and (later) other agents' servers run on
+//! tokio threads and never call the editor themselves: they hold an
+//! `Arc<dyn Editor>` and await its answers. Neovim's implementation
+//! (`crate::nvim::editor`) runs each call as one job on the main thread; the
+//! unit tests use an in-memory one (`core::fake_editor`).
+//!
+//! Every call answers within the editor's own time (a job on Neovim's main
+//! loop); none blocks the caller's thread.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use super::buffer::{ApplyError, BufferText, FileStamp, FinalEol, WritePlan};
+use super::edit::Hunk;
+use super::filetext::DiskText;
+use super::uri::LineSelection;
+
+/// Why the editor did not answer a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditorError {
+    /// The editor is stopping or exiting: nothing ran.
+    #[error("the editor is shutting down")]
+    Closed,
+    /// The call failed inside the editor (a panic there, logged).
+    #[error("the editor failed to run the request (see :Amp log)")]
+    Crashed,
+}
+
+/// An editor call's answer, later.
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, EditorError>> + Send + 'a>>;
+
+/// One diagnostic as the editor has it: 0-based lines, byte columns, and the
+/// text of its first and last lines (each protocol converts the columns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawDiagnostic {
+    pub path: PathBuf,
+    pub lnum: usize,
+    pub col: usize,
+    pub end_lnum: usize,
+    pub end_col: usize,
+    /// 1 error, 2 warning, 3 info, 4 hint.
+    pub severity: u8,
+    pub message: String,
+    pub source: Option<String>,
+    pub line: Vec<u8>,
+    pub end_line: Vec<u8>,
+    /// Byte offsets of `lnum`'s and `end_lnum`'s first bytes in the buffer.
+    pub line_offset: usize,
+    pub end_line_offset: usize,
+}
+
+/// An agent's change to one buffer: `hunks` (ascending, non-overlapping,
+/// one undo step) if the buffer is still at `tick`.
+#[derive(Debug, Clone)]
+pub struct BufferEdit {
+    pub bufnr: i32,
+    pub tick: u32,
+    pub hunks: Vec<Hunk>,
+    pub final_eol: FinalEol,
+}
+
+/// How a buffer is written after an agent's edit.
+#[derive(Debug, Clone)]
+pub struct WriteRequest {
+    /// Which of the write autocommands run: "all", "post" or "none".
+    pub autocmds: &'static str,
+    /// The file as it was when the edit was computed: the write happens
+    /// only if it is still that file (else `ApplyError::Changed`).
+    pub stamp: FileStamp,
+}
+
+/// What became of a file the watcher saw change on disk, for the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    /// The buffer has unsaved changes: they are kept, the user is told.
+    Conflict,
+    /// The clean buffer took the new text.
+    Reloaded,
+    /// The text on disk was the buffer's already.
+    Settled,
+    /// The file is gone; the buffer keeps its text.
+    Deleted,
+}
+
+/// The editor, as the protocols see it.
+pub trait Editor: Send + Sync + 'static {
+    /// The text of the loaded buffer that has one of `paths` (the same
+    /// file under several names), if any. `Err(text)`: it cannot be read.
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>>;
+
+    /// The text of the buffer for one of `paths`, the file loaded into a
+    /// (hidden) buffer first if none has it, so an edit can be undone there.
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>>;
+
+    /// Applies `edit` as one undo step; the new changedtick.
+    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>>;
+
+    /// Takes back an edit `apply` made (the buffer at `tick`) unless the
+    /// user typed since; whether it did.
+    fn undo_applied(&self, bufnr: i32, tick: u32) -> Pending<'_, bool>;
+
+    /// Whether the editor can record a file written by someone else as the
+    /// buffer's own write (`replace_applied`); if not, edits are written by
+    /// `apply_and_write`.
+    fn records_writes(&self) -> bool;
+
+    /// The second half of an edit whose bytes the caller wrote to `tmp`:
+    /// renames `tmp` over `target` and records the buffer as written.
+    fn replace_applied(
+        &self,
+        bufnr: i32,
+        tick: u32,
+        write: WriteRequest,
+        tmp: PathBuf,
+        target: PathBuf,
+    ) -> Pending<'_, Result<(), ApplyError>>;
+
+    /// Applies `edit` and writes the buffer as the user's `:w` would, in
+    /// one step; nothing is left half-done when the write fails.
+    fn apply_and_write(&self, edit: BufferEdit, write: WriteRequest, plan: WritePlan) -> Pending<'_, Result<(), ApplyError>>;
+
+    /// A clean buffer takes its file's new text: `edit`, then the file's
+    /// format and the editor's record of the file, in one step.
+    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>>;
+
+    /// Tells the user (and `User` event listeners) what became of a file
+    /// that changed on disk.
+    fn file_changed(&self, path: PathBuf, change: FileChange) -> Pending<'_, ()>;
+
+    /// The diagnostics of every buffer, or of those whose files are (or are
+    /// under) one of `under`.
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>>;
+
+    /// Shows `path` (a file or a directory), the selection on it if given.
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>>;
+
+    /// Opens an http(s) URL with the system's handler.
+    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>>;
+
+    /// Fires `User {name}` with `data`, later, without waiting.
+    fn event(&self, name: &'static str, data: Value);
+}
+
+/// The names a loaded buffer may have for `path` besides itself: its
+/// canonical form (symlinks resolved) and the names of `loaded` buffers that
+/// are the same file (another hard link). Editors know a buffer by its
+/// file's identity, not only by its name.
+pub async fn same_file_names(path: &Path, loaded: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = vec![path.to_path_buf()];
+    if let Ok(c) = tokio::fs::canonicalize(path).await {
+        if c != path {
+            out.push(c);
+        }
+    }
+    if let Ok(meta) = tokio::fs::metadata(path).await {
+        let id = (meta.dev(), meta.ino());
+        for name in loaded {
+            if out.contains(&name) {
+                continue;
+            }
+            if let Ok(m) = tokio::fs::metadata(&name).await {
+                if (m.dev(), m.ino()) == id {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The names of the editor's loaded buffers, as its buffer events last
+/// reported them (unknown until first told). A read of a file no buffer has
+/// loaded goes to the disk without waiting for the editor, which may be
+/// held up (a hit-enter prompt runs no scheduled callbacks).
+#[derive(Debug, Default)]
+pub struct LoadedBuffers(std::sync::RwLock<Option<std::collections::HashSet<PathBuf>>>);
+
+impl LoadedBuffers {
+    pub fn set(&self, names: Vec<PathBuf>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(names.into_iter().collect());
+    }
+
+    /// Whether a loaded buffer may be named one of `paths` (yes when not
+    /// known yet).
+    pub fn maybe(&self, paths: &[PathBuf]) -> bool {
+        let loaded = self.0.read().unwrap_or_else(|p| p.into_inner());
+        loaded.as_ref().is_none_or(|names| paths.iter().any(|p| names.contains(p)))
+    }
+
+    /// The names, as last reported (none when not known yet).
+    pub fn names(&self) -> Vec<PathBuf> {
+        let loaded = self.0.read().unwrap_or_else(|p| p.into_inner());
+        loaded.as_ref().map(|names| names.iter().cloned().collect()).unwrap_or_default()
+    }
+}

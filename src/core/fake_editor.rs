@@ -1,0 +1,275 @@
+//! An in-memory [`Editor`] for unit tests of the protocols' async paths:
+//! buffers are lists of lines with a changedtick, `'modified'` and a format,
+//! written with the same rules `:w` follows (`filetext`). It records what it
+//! was asked, and can be told to answer "the user typed" a number of times,
+//! or to be gone.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::buffer::{ApplyError, BufferFormat, BufferText, WritePlan};
+use super::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
+use super::filetext::{self, DiskText, LineEnd};
+use super::uri::LineSelection;
+
+#[derive(Debug, Clone)]
+pub struct FakeBuffer {
+    pub bufnr: i32,
+    pub path: PathBuf,
+    /// No lines: an empty buffer (what `:edit` of an empty file shows).
+    pub lines: Vec<String>,
+    pub tick: u32,
+    pub modified: bool,
+    pub format: BufferFormat,
+    /// The lines before the last `apply`, for `undo_applied`.
+    undo: Option<Vec<String>>,
+}
+
+/// What the fake was asked, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    LoadedText,
+    TextForEdit,
+    Apply,
+    Undo,
+    Replace,
+    ApplyAndWrite,
+    Reload,
+    FileChanged(PathBuf, FileChange),
+    Diagnostics(Option<Vec<PathBuf>>),
+    OpenFile(PathBuf, Option<LineSelection>),
+    OpenUrl(String),
+    Event(&'static str, Value),
+}
+
+#[derive(Default)]
+struct State {
+    buffers: Vec<FakeBuffer>,
+    calls: Vec<Call>,
+    /// `apply`/`apply_and_write` answer `Changed` this many more times (and
+    /// bump the changedtick, as the user's typing would).
+    typing: usize,
+    gone: bool,
+    diagnostics: Vec<RawDiagnostic>,
+}
+
+#[derive(Default)]
+pub struct FakeEditor {
+    state: Mutex<State>,
+    /// Whether `replace_applied` is offered (Neovim: the C fast path).
+    pub records: bool,
+}
+
+pub fn unix_format() -> BufferFormat {
+    BufferFormat {
+        line_end: LineEnd::Unix,
+        eol: true,
+        fixeol: true,
+        readonly: false,
+        is_file: true,
+        conflict: false,
+        encoding: "utf-8",
+        bomb: false,
+        binary: false,
+    }
+}
+
+impl FakeEditor {
+    pub fn new(records: bool) -> Self {
+        Self { state: Mutex::default(), records }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A loaded buffer for `path` with these lines.
+    pub fn open(&self, path: &Path, lines: &[&str], modified: bool, format: BufferFormat) {
+        let mut state = self.state();
+        let bufnr = state.buffers.len() as i32 + 1;
+        state.buffers.push(FakeBuffer {
+            bufnr,
+            path: path.to_path_buf(),
+            lines: lines.iter().map(|l| (*l).to_owned()).collect(),
+            tick: 1,
+            modified,
+            format,
+            undo: None,
+        });
+    }
+
+    pub fn buffer(&self, path: &Path) -> Option<FakeBuffer> {
+        self.state().buffers.iter().find(|b| b.path == path).cloned()
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state().calls.clone()
+    }
+
+    pub fn type_meanwhile(&self, times: usize) {
+        self.state().typing = times;
+    }
+
+    pub fn go_away(&self) {
+        self.state().gone = true;
+    }
+
+    pub fn set_diagnostics(&self, list: Vec<RawDiagnostic>) {
+        self.state().diagnostics = list;
+    }
+
+    fn answer<T: Send + 'static>(&self, call: Call, f: impl FnOnce(&mut State) -> T) -> Pending<'_, T> {
+        let mut state = self.state();
+        state.calls.push(call);
+        let out = if state.gone { Err(EditorError::Closed) } else { Ok(f(&mut state)) };
+        Box::pin(async move { out })
+    }
+}
+
+fn text_of(b: &FakeBuffer) -> BufferText {
+    BufferText {
+        bufnr: b.bufnr,
+        changedtick: b.tick,
+        modified: b.modified,
+        joined: b.lines.join("\n").into_bytes(),
+        line_count: b.lines.len(),
+        format: b.format,
+    }
+}
+
+fn find<'a>(state: &'a mut State, paths: &[PathBuf]) -> Option<&'a mut FakeBuffer> {
+    state.buffers.iter_mut().find(|b| paths.contains(&b.path))
+}
+
+fn by_number(state: &mut State, bufnr: i32) -> Option<&mut FakeBuffer> {
+    state.buffers.iter_mut().find(|b| b.bufnr == bufnr)
+}
+
+fn apply_to(state: &mut State, edit: &BufferEdit) -> Result<u32, ApplyError> {
+    if state.typing > 0 {
+        state.typing -= 1;
+        if let Some(b) = by_number(state, edit.bufnr) {
+            b.tick += 1;
+        }
+        return Err(ApplyError::Changed);
+    }
+    let b = by_number(state, edit.bufnr).filter(|b| b.tick == edit.tick).ok_or(ApplyError::Changed)?;
+    b.undo = Some(b.lines.clone());
+    for hunk in edit.hunks.iter().rev() {
+        let end = hunk.old_end.min(b.lines.len());
+        b.lines.splice(hunk.start.min(end)..end, hunk.lines.iter().cloned());
+    }
+    if let Some(eol) = edit.final_eol {
+        b.format.eol = eol;
+        if !eol {
+            b.format.fixeol = false;
+        }
+    }
+    b.tick += 1;
+    b.modified = true;
+    Ok(b.tick)
+}
+
+/// The bytes `:w` writes from the buffer.
+fn written(b: &FakeBuffer) -> Vec<u8> {
+    let text = filetext::written_text(
+        b.lines.join("\n").into_bytes(),
+        b.lines.is_empty(),
+        b.format.line_end,
+        b.format.eol || b.format.fixeol,
+    );
+    filetext::encode(text, b.format.encoding, b.format.bomb).expect("an encoding the fake writes")
+}
+
+impl Editor for FakeEditor {
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>> {
+        self.answer(Call::LoadedText, |s| Ok(find(s, &paths).map(|b| text_of(b))))
+    }
+
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>> {
+        self.answer(Call::TextForEdit, |s| {
+            if let Some(b) = find(s, &paths) {
+                return Ok(text_of(b));
+            }
+            // Loaded for the edit, as `:edit` reads it.
+            let bytes = std::fs::read(&paths[0]).map_err(|e| e.to_string())?;
+            let disk = filetext::decode(&bytes, &filetext::ReadOptions::default()).map_err(|e| e.0)?;
+            let format = BufferFormat { line_end: disk.line_end, eol: disk.eol, bomb: disk.bomb, encoding: disk.encoding, ..unix_format() };
+            let lines = disk.lines().into_iter().map(str::to_owned).collect();
+            let bufnr = s.buffers.len() as i32 + 1;
+            s.buffers.push(FakeBuffer { bufnr, path: paths[0].clone(), lines, tick: 1, modified: false, format, undo: None });
+            Ok(text_of(s.buffers.last().expect("just pushed")))
+        })
+    }
+
+    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
+        self.answer(Call::Apply, |s| apply_to(s, &edit))
+    }
+
+    fn undo_applied(&self, bufnr: i32, tick: u32) -> Pending<'_, bool> {
+        self.answer(Call::Undo, |s| match by_number(s, bufnr).filter(|b| b.tick == tick) {
+            Some(b) => b.undo.take().map(|lines| b.lines = lines).is_some(),
+            None => false,
+        })
+    }
+
+    fn records_writes(&self) -> bool {
+        self.records
+    }
+
+    fn replace_applied(&self, bufnr: i32, _tick: u32, _write: WriteRequest, tmp: PathBuf, target: PathBuf) -> Pending<'_, Result<(), ApplyError>> {
+        self.answer(Call::Replace, |s| {
+            let b = by_number(s, bufnr).ok_or(ApplyError::Changed)?;
+            std::fs::rename(&tmp, &target).map_err(|e| ApplyError::Failed(e.to_string()))?;
+            b.modified = false;
+            Ok(())
+        })
+    }
+
+    fn apply_and_write(&self, edit: BufferEdit, _write: WriteRequest, _plan: WritePlan) -> Pending<'_, Result<(), ApplyError>> {
+        self.answer(Call::ApplyAndWrite, |s| {
+            apply_to(s, &edit)?;
+            let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
+            std::fs::write(&b.path, written(b)).map_err(|e| ApplyError::Failed(e.to_string()))?;
+            b.modified = false;
+            Ok(())
+        })
+    }
+
+    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>> {
+        self.answer(Call::Reload, |s| {
+            if !edit.hunks.is_empty() {
+                apply_to(s, &edit)?;
+            }
+            let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
+            b.format = BufferFormat { line_end: disk.line_end, eol: disk.eol, bomb: disk.bomb, encoding: disk.encoding, ..b.format };
+            b.modified = false;
+            Ok(())
+        })
+    }
+
+    fn file_changed(&self, path: PathBuf, change: FileChange) -> Pending<'_, ()> {
+        self.answer(Call::FileChanged(path, change), |_| ())
+    }
+
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>> {
+        self.answer(Call::Diagnostics(under.clone()), |s| {
+            Ok(s.diagnostics.iter().filter(|d| under.as_ref().is_none_or(|u| u.iter().any(|p| d.path.starts_with(p)))).cloned().collect())
+        })
+    }
+
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>> {
+        self.answer(Call::OpenFile(path, selection), |_| Ok(()))
+    }
+
+    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>> {
+        self.answer(Call::OpenUrl(url), |_| Ok(()))
+    }
+
+    fn event(&self, name: &'static str, data: Value) {
+        self.state().calls.push(Call::Event(name, data));
+    }
+}
+

@@ -1,0 +1,403 @@
+//! Agents' reads and edits of files, as the user's `:e` and `:w` would do
+//! them: the protocol-independent half of `readFile`/`editFile` (and of the
+//! edits other agents' protocols make). File I/O and text work happen here,
+//! on the tokio side; the editor is reached through [`Editor`] only.
+//!
+//! An edit's path (docs/architecture.md "How an agent's edit reaches the
+//! disk"): the file watcher settles outside changes first; the buffer is
+//! snapshotted; refusals as Neovim would refuse `:w`; the hunks that turn
+//! the buffer into the new text; then either the bytes are written here and
+//! the editor applies the hunks and renames them into place, or the editor
+//! applies and writes with its own `:write`. [`retry_while_typing`] is the
+//! one loop that recomputes an edit when the user typed meanwhile (the
+//! file watcher's reloads use it too).
+
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
+use super::editor::{same_file_names, BufferEdit, Editor, EditorError, LoadedBuffers, WriteRequest};
+use super::filetext::{self, split_lines};
+use super::filewatch::FileWatch;
+use super::fsutil;
+
+/// How often an edit is recomputed when the user types between the
+/// snapshot and the change.
+pub const EDIT_ATTEMPTS: usize = 3;
+
+/// One attempt's outcome, for [`retry_while_typing`].
+pub enum Retry<T> {
+    Done(T),
+    /// The user changed the buffer between the snapshot and the change:
+    /// compute it again.
+    Changed,
+}
+
+/// Runs `attempt` again while it answers [`Retry::Changed`], at most
+/// `attempts` times; `None` when the buffer kept changing. The one retry
+/// loop of every buffer change made from the tokio side.
+pub async fn retry_while_typing<T, F, Fut>(attempts: usize, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Retry<T>>,
+{
+    for _ in 0..attempts {
+        if let Retry::Done(done) = attempt().await {
+            return Some(done);
+        }
+    }
+    None
+}
+
+/// The outcome of a read or an edit: `Err` is what the agent is told (its
+/// request was fine, the file or the editor refused); the outer error means
+/// the editor did not answer.
+pub type Outcome<T> = Result<Result<T, String>, EditorError>;
+
+/// What a file access needs to know of the running server.
+pub struct FileAccess<'a> {
+    pub editor: &'a dyn Editor,
+    pub watch: &'a FileWatch,
+    pub loaded: &'a LoadedBuffers,
+    /// `edits.max_file_bytes`
+    pub max_file_bytes: u64,
+    /// `edits.write_autocmds`: "all", "post" or "none".
+    pub write_autocmds: &'static str,
+}
+
+/// An edit that went through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edited {
+    /// Whether the text changed (a buffer with unsaved changes is written
+    /// even when the agent's text is the buffer's).
+    pub changed: bool,
+    /// False when the file already had the text: nothing was written.
+    pub written: bool,
+}
+
+impl FileAccess<'_> {
+    /// `path` and the other names a loaded buffer may have for it.
+    pub async fn names_of(&self, path: &Path) -> Vec<PathBuf> {
+        same_file_names(path, self.loaded.names()).await
+    }
+
+    /// The text of `abs` as the agent should see it: its loaded buffer's
+    /// (as `:w` would write it), else the file's as `:edit` would read it.
+    pub async fn read(&self, abs: &Path) -> Outcome<String> {
+        let max = self.max_file_bytes;
+        let meta = tokio::fs::metadata(abs).await;
+        if let Some(why) = meta.as_ref().ok().and_then(|m| not_a_regular_file(abs, m)) {
+            return Ok(Err(why));
+        }
+        let paths = self.names_of(abs).await;
+        // No buffer has it: the disk has the text, no need to wait for the editor.
+        let loaded = if self.loaded.maybe(&paths) { self.editor.loaded_text(paths).await? } else { Ok(None) };
+        Ok(match loaded {
+            Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => Err(too_big(abs, snapshot.joined.len() as u64, max)),
+            Ok(Some(snapshot)) => Ok(snapshot.file_text()),
+            Ok(None) => match meta {
+                Ok(meta) if meta.len() > max => Err(too_big(abs, meta.len(), max)),
+                Ok(_) => read_from_disk(abs, max).await,
+                Err(e) => Err(io_message(abs, &e)),
+            },
+            Err(e) => Err(e),
+        })
+    }
+
+    /// Replaces the text of `abs` with what `new_text` makes of its
+    /// buffer's text (the buffer loaded for it if needed) as one undo step,
+    /// and writes it: the bytes on disk are the bytes the user's `:w` would
+    /// write.
+    pub async fn edit(&self, abs: &Path, new_text: impl Fn(&BufferText) -> Result<String, String>) -> Outcome<Edited> {
+        let max = self.max_file_bytes;
+        let meta = match tokio::fs::metadata(abs).await {
+            Ok(meta) => meta,
+            Err(e) => return Ok(Err(io_message(abs, &e))),
+        };
+        if let Some(why) = not_a_regular_file(abs, &meta) {
+            return Ok(Err(why));
+        }
+        if meta.len() > max {
+            return Ok(Err(too_big(abs, meta.len(), max)));
+        }
+        if let Some(why) = not_writable(abs, &meta) {
+            return Ok(Err(why));
+        }
+        let paths = self.names_of(abs).await;
+        // What an editor killed mid-save left beside the file goes, written or not.
+        let beside = abs.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
+        let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &paths, &new_text)).await;
+        edited.unwrap_or_else(|| Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display()))))
+    }
+
+    async fn edit_once(
+        &self,
+        abs: &Path,
+        paths: &[PathBuf],
+        new_text: &impl Fn(&BufferText) -> Result<String, String>,
+    ) -> Retry<Outcome<Edited>> {
+        match self.try_edit(abs, paths, new_text).await {
+            Err(e) => Retry::Done(Err(e)),
+            Ok(Err(Attempt::Changed)) => Retry::Changed,
+            Ok(Err(Attempt::Refused(why))) => Retry::Done(Ok(Err(why))),
+            Ok(Ok(edited)) => {
+                // Our own write is not an outside change.
+                for p in paths {
+                    self.watch.note_written(p);
+                }
+                Retry::Done(Ok(Ok(edited)))
+            }
+        }
+    }
+
+    async fn try_edit(
+        &self,
+        abs: &Path,
+        paths: &[PathBuf],
+        new_text: &impl Fn(&BufferText) -> Result<String, String>,
+    ) -> Result<Result<Edited, Attempt>, EditorError> {
+        let max = self.max_file_bytes;
+        // A write by someone else that the watcher has not taken in yet: take
+        // it in first (or learn that it conflicts with unsaved changes).
+        self.watch.settle(paths).await;
+        let stamp: FileStamp = match tokio::fs::metadata(abs).await {
+            Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
+            Err(e) => return Ok(Err(Attempt::Refused(io_message(abs, &e)))),
+        };
+        let snapshot = match self.editor.text_for_edit(paths.to_vec()).await? {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(Attempt::Refused(e))),
+        };
+        let (bufnr, tick, format, modified) = (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
+        if let Some(why) = refused_by_buffer(abs, &format) {
+            return Ok(Err(Attempt::Refused(why)));
+        }
+        let new_text = match new_text(&snapshot) {
+            Ok(text) => text,
+            Err(why) => return Ok(Err(Attempt::Refused(why))),
+        };
+        if new_text.len() as u64 > max {
+            return Ok(Err(Attempt::Refused(too_big(abs, new_text.len() as u64, max))));
+        }
+        let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
+        let hunks = match snapshot.hunks_to(&new_lines) {
+            Ok(h) => h,
+            Err(why) => return Ok(Err(Attempt::Refused(format!("cannot edit {}: {why}", abs.display())))),
+        };
+        if format.encoding == "latin1" {
+            let bad: String =
+                hunks.iter().flat_map(|h| h.lines.iter()).flat_map(|l| l.chars()).filter(|&c| c > '\u{ff}').take(8).collect();
+            if !bad.is_empty() {
+                return Ok(Err(Attempt::Refused(format!(
+                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
+                    abs.display()
+                ))));
+            }
+        }
+        // The final end-of-line changes only when the agent's text changes
+        // it; otherwise :w treats it as it treats the user's own writes.
+        let final_eol = (!new_lines.is_empty() && new_final_eol != format.eol).then_some(new_final_eol);
+        let changed = !hunks.is_empty() || final_eol.is_some();
+        if !changed && !modified {
+            // Nothing to do: the file stays as it is, byte for byte.
+            return Ok(Ok(Edited { changed: false, written: false }));
+        }
+        let plan = match write_plan(abs).await {
+            Ok(plan) => plan,
+            Err(e) => return Ok(Err(Attempt::Refused(format!("cannot write beside {}: {e}", abs.display())))),
+        };
+        let write = WriteRequest { autocmds: self.write_autocmds, stamp };
+        // The bytes :w will write, when this side can tell (formatters that
+        // BufWritePre runs with "all" change the text first): then they are
+        // written off the main thread, which only applies and renames.
+        let bytes = match &plan {
+            WritePlan::Rename { .. } if write.autocmds != "all" && self.editor.records_writes() => {
+                disk_bytes(&new_lines, &format, final_eol)
+            }
+            _ => None,
+        };
+        let edit = BufferEdit { bufnr, tick, hunks, final_eol };
+        let outcome = match (bytes, plan) {
+            (Some(bytes), WritePlan::Rename { target }) => self.edit_then_replace(edit, write, bytes, target).await?,
+            (_, plan) => self.editor.apply_and_write(edit, write, plan).await?,
+        };
+        Ok(match outcome {
+            Ok(()) => Ok(Edited { changed, written: true }),
+            Err(ApplyError::Changed) => Err(Attempt::Changed),
+            Err(ApplyError::Failed(e)) => Err(Attempt::Refused(format!("could not edit {}: {e}", abs.display()))),
+        })
+    }
+
+    /// An edit whose bytes this side knows: the buffer takes the edit (one
+    /// editor call), the bytes go to a temp file beside the file (here), and
+    /// a second short call renames it into place and records it. A failure
+    /// takes the edit back unless the user typed since.
+    async fn edit_then_replace(
+        &self,
+        edit: BufferEdit,
+        write: WriteRequest,
+        bytes: Vec<u8>,
+        target: PathBuf,
+    ) -> Result<Result<(), ApplyError>, EditorError> {
+        let bufnr = edit.bufnr;
+        let new_tick = match self.editor.apply(edit).await? {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        let beside = target.clone();
+        let tmp = match tokio::task::spawn_blocking(move || fsutil::write_temp(&beside, &bytes)).await {
+            Ok(Ok(tmp)) => tmp,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => format!("the writer task failed: {e}"),
+                    Ok(Ok(_)) => unreachable!(),
+                };
+                let _ = self.editor.undo_applied(bufnr, new_tick).await;
+                return Ok(Err(ApplyError::Failed(format!("cannot write beside {}: {why}", target.display()))));
+            }
+        };
+        let replaced = self.editor.replace_applied(bufnr, new_tick, write, tmp.clone(), target).await;
+        let _ = tokio::fs::remove_file(&tmp).await; // renamed away, or a leftover
+        let replaced = replaced?;
+        if replaced.is_err() {
+            let _ = self.editor.undo_applied(bufnr, new_tick).await;
+        }
+        Ok(replaced)
+    }
+}
+
+/// Why one attempt at an edit did not go through.
+enum Attempt {
+    Changed,
+    Refused(String),
+}
+
+/// The file's text as `:edit` would read it, within `max` bytes and
+/// [`READ_TIMEOUT`].
+async fn read_from_disk(abs: &Path, max: u64) -> Result<String, String> {
+    let bytes = match tokio::time::timeout(READ_TIMEOUT, fsutil::read_regular(abs.to_path_buf(), max)).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(io_message(abs, &e)),
+        Err(_) => return Err(format!("reading {} took too long", abs.display())),
+    };
+    match filetext::decode(&bytes, &filetext::read_options()) {
+        Ok(disk) => Ok(disk.written_text(false)),
+        Err(why) => Err(format!("cannot read {} as text: {}", abs.display(), why.0)),
+    }
+}
+
+/// Refuses what is not a regular file before anything opens it: opening a
+/// FIFO blocks until a writer comes, a device can be endless.
+pub fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let kind = meta.file_type();
+    let what = if kind.is_dir() { Some("a directory") } else { special_kind(&kind) };
+    what.map(|what| format!("{} is {what}: only regular files can be read or edited", path.display()))
+}
+
+/// What a file is when it is neither a regular file nor a directory.
+pub fn special_kind(kind: &std::fs::FileType) -> Option<&'static str> {
+    if kind.is_file() || kind.is_dir() {
+        None
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+fn too_big(path: &Path, size: u64, max: u64) -> String {
+    format!(
+        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (edits.max_file_bytes)",
+        path.display()
+    )
+}
+
+/// How long reading one file may take before the request gives up.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub fn io_message(path: &Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("file not found: {}", path.display()),
+        std::io::ErrorKind::PermissionDenied => format!("permission denied: {}", path.display()),
+        _ if path.is_dir() => format!("{} is a directory", path.display()),
+        _ => format!("cannot read {}: {e}", path.display()),
+    }
+}
+
+/// Why the file may not be written, as `:w` would refuse it (it has no
+/// write permission bits, or this user may not write it).
+fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    let no_write_bits = meta.permissions().mode() & 0o222 == 0;
+    let denied = || {
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
+        // SAFETY: a valid NUL-terminated path; access() only reads it.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) != 0 }
+    };
+    (no_write_bits || denied()).then(|| {
+        format!(
+            "{} is read-only (mode {:o}): the agent may not change it; make it writable (chmod u+w) to allow edits",
+            path.display(),
+            meta.permissions().mode() & 0o7777
+        )
+    })
+}
+
+/// Why the buffer may not take an agent's edit, as Neovim would refuse the
+/// user's `:w` (or would lose someone's text).
+fn refused_by_buffer(path: &Path, format: &BufferFormat) -> Option<String> {
+    let path = path.display();
+    if !format.is_file {
+        Some(format!("{path} is open in a buffer that is not a file ('buftype')"))
+    } else if format.readonly {
+        Some(format!(
+            "{path} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits"
+        ))
+    } else if format.conflict {
+        Some(format!(
+            "{path} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Renamed into place when that keeps the file's identity (readers then see
+/// the old or the new file, never a mix); written in place otherwise, as
+/// Neovim's `'backupcopy'` "auto" decides.
+async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let target = std::fs::canonicalize(&path)?;
+        if path != target && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Ok(WritePlan::InPlace);
+        }
+        if !fsutil::rename_keeps_identity(&target) {
+            return Ok(WritePlan::InPlace);
+        }
+        Ok(WritePlan::Rename { target })
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// The bytes `:w` writes once the edit is in the buffer: `lines`, the
+/// buffer's format, and its final end-of-line as the edit leaves it
+/// (`final_eol`; 'fixendofline' adds one unless the edit took it away).
+/// `None` for an encoding only Neovim converts to.
+fn disk_bytes(lines: &[&str], format: &BufferFormat, final_eol: FinalEol) -> Option<Vec<u8>> {
+    let eol = final_eol.unwrap_or(format.eol);
+    let fixeol = format.fixeol && final_eol != Some(false);
+    let text = filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
+    filetext::encode(text, format.encoding, format.bomb)
+}
+

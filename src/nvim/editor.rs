@@ -1,0 +1,97 @@
+//! Neovim as the protocols' [`Editor`]: each call is one job on the main
+//! thread (through [`bridge::on_main`]), doing only the editor's part.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::bridge::{self, on_main, BridgeError};
+use super::{buffers, diagnostics, events, file_record, files, open};
+use crate::core::buffer::{ApplyError, BufferText, WritePlan};
+use crate::core::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
+use crate::core::filetext::DiskText;
+use crate::core::uri::LineSelection;
+
+/// The running Neovim.
+pub struct Neovim;
+
+impl From<BridgeError> for EditorError {
+    fn from(e: BridgeError) -> Self {
+        match e {
+            BridgeError::Closed => EditorError::Closed,
+            BridgeError::Failed => EditorError::Crashed,
+        }
+    }
+}
+
+fn main<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Pending<'static, T> {
+    Box::pin(async move { on_main(f).await.map_err(EditorError::from) })
+}
+
+impl Editor for Neovim {
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>> {
+        main(move || buffers::loaded_text(paths))
+    }
+
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>> {
+        main(move || buffers::text_for_edit(paths))
+    }
+
+    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
+        main(move || buffers::apply(edit.bufnr, edit.tick, &edit.hunks, edit.final_eol))
+    }
+
+    fn undo_applied(&self, bufnr: i32, tick: u32) -> Pending<'_, bool> {
+        main(move || buffers::undo_applied(bufnr, tick))
+    }
+
+    fn records_writes(&self) -> bool {
+        file_record::available()
+    }
+
+    fn replace_applied(
+        &self,
+        bufnr: i32,
+        tick: u32,
+        write: WriteRequest,
+        tmp: PathBuf,
+        target: PathBuf,
+    ) -> Pending<'_, Result<(), ApplyError>> {
+        main(move || buffers::replace_applied(bufnr, tick, write.autocmds, write.stamp, &tmp, &target))
+    }
+
+    fn apply_and_write(&self, edit: BufferEdit, write: WriteRequest, plan: WritePlan) -> Pending<'_, Result<(), ApplyError>> {
+        main(move || {
+            buffers::apply_and_write(edit.bufnr, edit.tick, edit.hunks, edit.final_eol, write.autocmds, write.stamp, plan)
+        })
+    }
+
+    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>> {
+        main(move || buffers::reload(edit.bufnr, edit.tick, edit.hunks, disk))
+    }
+
+    fn file_changed(&self, path: PathBuf, change: FileChange) -> Pending<'_, ()> {
+        main(move || match change {
+            FileChange::Conflict => files::report_conflict(&path),
+            FileChange::Reloaded => files::report_reloaded(&path),
+            FileChange::Settled => files::report_settled(&path),
+            FileChange::Deleted => files::report_deleted(&path),
+        })
+    }
+
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>> {
+        main(move || diagnostics::collect(under))
+    }
+
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>> {
+        main(move || open::open_path(path, selection))
+    }
+
+    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>> {
+        main(move || open::open_external(url))
+    }
+
+    fn event(&self, name: &'static str, data: Value) {
+        let _ = bridge::post(move || events::fire(name, &data));
+    }
+}
