@@ -53,6 +53,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
             log::limited("handshake dropped", log::Level::Debug, "handshake dropped: too many pending handshakes");
             return;
         }
+        () = shared.closing.cancelled() => return,
     };
     let Some((ws, authenticated)) = upgraded else { return };
     if !authenticated {
@@ -86,7 +87,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
     // What a newly connected client needs first.
     let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()).into());
 
-    let pusher = tokio::spawn(push_context(shared.clone(), outbound.clone(), dialect.clone()));
+    let pusher = shared.spawn(push_context(shared.clone(), outbound.clone(), dialect.clone()));
     let ended = run(ws, &shared, outbound, queue, dialect, kick).await;
     pusher.abort();
     let count = {
@@ -155,8 +156,7 @@ async fn run(
     let ping_every = Duration::from_millis(shared.options.ping_interval_ms);
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
     let mut last_heard = Instant::now();
-    let mut shutdown = shared.shutdown.clone();
-    if *shutdown.borrow() {
+    if shared.closing.is_cancelled() {
         close(ws, CloseCode::Away, "Neovim is shutting down").await;
         return "server shutting down".into();
     }
@@ -167,7 +167,8 @@ async fn run(
     let spawn_request = |text: String, held: OwnedSemaphorePermit| {
         let permit = in_flight.clone().try_acquire_owned().expect("guarded by available_permits");
         let (shared, outbound, dialect) = (shared.clone(), outbound.clone(), dialect.clone());
-        tokio::spawn(async move {
+        let server = shared.clone();
+        server.spawn(async move {
             let reply = super::requests::answer(&text, &shared, &dialect).await;
             drop(text);
             // Release before queueing: the loop re-checks permits when it drains the queue.
@@ -253,7 +254,7 @@ async fn run(
                 close(ws, CloseCode::Policy, "Client is not reading its messages").await;
                 return "outbound queue overflowed".into();
             }
-            _ = shutdown.changed() => {
+            () = shared.closing.cancelled() => {
                 close(ws, CloseCode::Away, "Neovim is shutting down").await;
                 return "server shutting down".into();
             }

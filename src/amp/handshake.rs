@@ -67,37 +67,10 @@ fn is_port(tail: &str) -> bool {
     tail.strip_prefix(':').is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The percent-decoded value of `name` in a query string.
+/// The decoded value of `name` in a query string, as a browser's
+/// `URLSearchParams` reads it (`+` is a space, bad escapes stay as written).
 fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then(|| percent_decode(v))
-    })
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
 #[cfg(test)]
@@ -148,10 +121,11 @@ mod tests {
     }
 
     #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%20b"), "a b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-        assert_eq!(percent_decode("%4"), "%4");
+    fn query_values_are_decoded_as_browsers_do() {
+        assert_eq!(query_param("x=1&token=a%20b+c", "token").as_deref(), Some("a b c"));
+        assert_eq!(query_param("token=100%", "token").as_deref(), Some("100%"));
+        assert_eq!(query_param("token=%zz&token=2", "token").as_deref(), Some("%zz"));
+        assert_eq!(query_param("token", "token").as_deref(), Some(""));
+        assert_eq!(query_param("tok=1", "token"), None);
     }
 }

@@ -238,8 +238,7 @@ mod tests {
 
     fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Arc<Shared> {
         let options = ServerOptions { workspace_folders: vec![workspace.to_string_lossy().into_owned()], ..Default::default() };
-        let (_tx, shutdown) = tokio::sync::watch::channel(false);
-        Arc::new(Shared::new(options, editor, "t".into(), 0, workspace.to_path_buf(), shutdown))
+        Arc::new(Shared::new(options, editor, "t".into(), 0, workspace.to_path_buf()))
     }
 
     /// Sends one request in the flat dialect; the result object (or the error).

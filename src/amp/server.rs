@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::json_text::JsonText;
 use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
@@ -94,7 +96,14 @@ pub struct Shared {
     pub clients: Mutex<HashMap<u64, ClientHandle>>,
     pub next_client_id: AtomicU64,
     pub last_error: Mutex<Option<String>>,
-    pub shutdown: watch::Receiver<bool>,
+    /// Cancelled when the server stops: connections send their close
+    /// frames and end, the accept loop returns.
+    pub closing: CancellationToken,
+    /// Cancelled once the server gave its connections their moment to
+    /// close: every task still running is dropped.
+    stopped: CancellationToken,
+    /// Every task of this server (see [`Shared::spawn`]).
+    tasks: TaskTracker,
     /// The latest selection and visible files; each client's pusher sends
     /// the newest state only, so a slow client skips states, never queues them.
     pub selection: watch::Sender<Option<Arc<PublishedSelection>>>,
@@ -127,7 +136,6 @@ impl Shared {
         token: String,
         port: u16,
         lock_dir: PathBuf,
-        shutdown: watch::Receiver<bool>,
     ) -> Self {
         let options_budget = options.max_inflight_bytes;
         Self {
@@ -139,7 +147,9 @@ impl Shared {
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             last_error: Mutex::new(None),
-            shutdown,
+            closing: CancellationToken::new(),
+            stopped: CancellationToken::new(),
+            tasks: TaskTracker::new(),
             selection: watch::Sender::new(None),
             visible_files: watch::Sender::new(None),
             loaded_buffers: LoadedBuffers::default(),
@@ -269,13 +279,40 @@ impl Shared {
     }
 }
 
-/// Accepts connections until shutdown; each gets its own task.
+impl Shared {
+    /// Runs `task` as one of this server's tasks: [`Shared::stop`] waits for
+    /// it a moment, then drops it.
+    pub fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<Option<F::Output>>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(self.stopped.clone().run_until_cancelled_owned(task))
+    }
+
+    /// Stops the server's tasks: connections are told to close, and those
+    /// that have not ended after `grace` are dropped with every other task.
+    /// Waits at most `grace` (on the calling thread, without a runtime).
+    pub fn stop(&self, runtime: &tokio::runtime::Handle, grace: std::time::Duration) {
+        self.closing.cancel();
+        self.tasks.close();
+        let (ended, wait) = std::sync::mpsc::channel();
+        let tasks = self.tasks.clone();
+        runtime.spawn(async move {
+            tasks.wait().await;
+            let _ = ended.send(());
+        });
+        let _ = wait.recv_timeout(grace);
+        self.stopped.cancel();
+    }
+}
+
+/// Accepts connections until the server stops; each gets its own task.
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut shutdown = shared.shutdown.clone();
     loop {
         tokio::select! {
             () = shared.room_for_a_handshake() => {}
-            _ = shutdown.changed() => return,
+            () = shared.closing.cancelled() => return,
         }
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -283,7 +320,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     let _ = stream.set_nodelay(true);
                     log::limited("connection from", log::Level::Debug, format!("connection from {peer}"));
                     let slot = shared.begin_handshake();
-                    tokio::spawn(super::connection::serve(stream, shared.clone(), slot));
+                    shared.spawn(super::connection::serve(stream, shared.clone(), slot));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -291,7 +328,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },
-            _ = shutdown.changed() => return,
+            () = shared.closing.cancelled() => return,
         }
     }
 }

@@ -48,21 +48,13 @@ pub fn path_to_file_uri(path: &Path) -> String {
         abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         &abs
     };
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let bytes = path.as_os_str().as_bytes();
-    let mut out = String::with_capacity(7 + bytes.len());
-    out.push_str("file://");
-    for &b in bytes {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
-        }
-    }
-    out
+    format!("file://{}", percent_encoding::percent_encode(bytes, URI_PATH))
 }
+
+/// What a path keeps unescaped in a file URI: `A-Z a-z 0-9 - . _ ~ /`.
+const URI_PATH: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~').remove(b'/');
 
 /// The lowercased scheme, if `uri` starts with `ALPHA *(ALPHA / DIGIT / "+" / "-" / ".")`
 /// followed by `:`.
@@ -113,6 +105,9 @@ pub fn file_uri_to_path(uri: &str) -> Result<PathBuf, UriError> {
 }
 
 /// Decodes `%XX` escapes to raw bytes; other bytes pass through unchanged.
+/// Hand-written because it is strict where `percent-encoding` is lenient:
+/// a bad escape or `%00` refuses the URI instead of opening a file under
+/// another name.
 fn percent_decode(s: &str) -> Result<Vec<u8>, UriError> {
     fn hex(b: u8) -> Option<u8> {
         (b as char).to_digit(16).map(|d| d as u8)

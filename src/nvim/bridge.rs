@@ -34,24 +34,15 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 pub const TURN_BUDGET: std::time::Duration = std::time::Duration::from_millis(4);
 
 /// Why a job did not run or did not answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BridgeError {
     /// The server is stopping or Neovim is exiting.
+    #[error("the editor is shutting down")]
     Closed,
     /// The job panicked on the main thread (the panic is logged).
+    #[error("the editor failed to run the request (see :Amp log)")]
     Failed,
 }
-
-impl std::fmt::Display for BridgeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BridgeError::Closed => f.write_str("the editor is shutting down"),
-            BridgeError::Failed => f.write_str("the editor failed to run the request (see :Amp log)"),
-        }
-    }
-}
-
-impl std::error::Error for BridgeError {}
 
 struct Door {
     jobs: mpsc::Sender<Job>,

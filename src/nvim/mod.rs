@@ -19,6 +19,7 @@ pub mod file_record;
 pub mod files;
 pub mod lua;
 pub mod open;
+pub mod runtime;
 pub mod openctx;
 pub mod session;
 

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::runtime::Runtime;
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 use crate::openctx::client::{ClientOptions, OpenCtxClient, ProviderSpec};
 use crate::openctx::types::{Annotation, Mention};
@@ -95,9 +96,20 @@ impl ServiceOptions {
 }
 
 struct Service {
-    runtime: Runtime,
+    runtime: Handle,
+    /// Cancelled at `stop`: the service's requests in flight are dropped.
+    stopped: CancellationToken,
     client: Arc<OpenCtxClient>,
     max_file_bytes: usize,
+}
+
+impl Service {
+    /// Runs `task` until it ends or the service stops. (The transports'
+    /// own short tasks, such as a module download or the MCP handshake, end
+    /// by themselves within their deadlines.)
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(self.stopped.clone().run_until_cancelled_owned(task));
+    }
 }
 
 static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
@@ -109,13 +121,7 @@ fn service() -> std::sync::MutexGuard<'static, Option<Service>> {
 /// (Re)configures the service; the previous client and its processes go.
 pub fn configure(options: ServiceOptions) -> Result<Value, String> {
     stop();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .max_blocking_threads(4)
-        .thread_name("amp-openctx")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the OpenCtx runtime: {e}"))?;
+    let runtime = super::runtime::handle()?;
     bridge::open()?;
     let client = Arc::new(OpenCtxClient::new(
         options.providers,
@@ -132,30 +138,25 @@ pub fn configure(options: ServiceOptions) -> Result<Value, String> {
     for s in &options.skipped {
         log::warn(format!("openctx: provider skipped: {s}"));
     }
-    *service() = Some(Service { runtime, client, max_file_bytes: options.max_file_bytes });
+    let stopped = CancellationToken::new();
+    *service() = Some(Service { runtime, stopped, client, max_file_bytes: options.max_file_bytes });
     Ok(json!({ "providers": providers, "skipped": options.skipped }))
 }
 
 /// Stops the service (its Node and MCP children are killed). Idempotent.
-/// Main thread, and it waits for nothing: the children are told to go and
-/// the runtime is shut down on a thread of its own (a child that outlives
-/// Neovim's exit still sees its stdin close and exits).
+/// Main thread, and it waits for nothing: requests in flight are dropped,
+/// the children are told to go on the runtime (a child that outlives
+/// Neovim's exit still sees its stdin close and exits; children are killed
+/// when their handles drop anyway).
 pub fn stop() {
-    let Some(Service { runtime, client, .. }) = service().take() else { return };
+    let Some(Service { runtime, stopped, client, .. }) = service().take() else { return };
     bridge::close();
+    stopped.cancel();
     // Nothing more is drawn as lines come into view.
     annotations::forget_all();
-    let spawned = std::thread::Builder::new().name("amp-openctx-stop".into()).spawn(move || {
-        let shutting = client.clone();
-        // Bounded: children are killed on drop anyway.
-        let _ = runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), shutting.shutdown()).await });
-        drop(client);
-        runtime.shutdown_timeout(Duration::from_millis(200));
+    runtime.spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_millis(200), client.shutdown()).await;
     });
-    if let Err(e) = spawned {
-        // The closure (and the runtime) were dropped here: children killed on drop.
-        log::warn(format!("openctx: cannot start the shutdown thread: {e}"));
-    }
 }
 
 pub fn running() -> bool {
@@ -169,7 +170,7 @@ pub fn refresh_buffer(bufnr: i32) -> Result<(), String> {
     let Some(s) = guard.as_ref() else { return Ok(()) };
     let Some(doc) = annotations::read_document(bufnr, s.max_file_bytes)? else { return Ok(()) };
     let client = s.client.clone();
-    s.runtime.spawn(async move {
+    s.spawn(async move {
         let uri = crate::core::uri::path_to_file_uri(&doc.path);
         let (bufnr, generation) = (doc.bufnr, doc.generation);
         // Drawn each time a provider answers: a slow one holds up nobody.
@@ -254,7 +255,7 @@ pub fn mentions(query: String, path: String, id: i64) -> Result<(), String> {
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
     let uri = (!path.is_empty()).then(|| crate::core::uri::path_to_file_uri(std::path::Path::new(&path)));
-    s.runtime.spawn(async move {
+    s.spawn(async move {
         let list = client.mentions(&query, uri.as_deref()).await;
         let failures = client.take_failures();
         let items: Vec<Value> = list
@@ -272,7 +273,7 @@ pub fn check(id: i64) -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
-    s.runtime.spawn(async move {
+    s.spawn(async move {
         let providers = client.check().await;
         resolve(id, json!({ "providers": providers }));
     });
@@ -284,7 +285,7 @@ pub fn items_for_mention(provider: String, mention: Value, id: i64) -> Result<()
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
-    s.runtime.spawn(async move {
+    s.spawn(async move {
         let result = match client.items_for_mention(&provider, &mention).await {
             Ok(items) => json!({ "items": items }),
             Err(e) => json!({ "items": [], "error": e }),
@@ -298,7 +299,7 @@ pub fn items_for_message(message: String, id: i64) -> Result<(), String> {
     let guard = service();
     let s = guard.as_ref().ok_or("OpenCtx is not enabled")?;
     let client = s.client.clone();
-    s.runtime.spawn(async move {
+    s.spawn(async move {
         let items = client.items_for_message(&message).await;
         let failures = client.take_failures();
         let items: Vec<Value> = items.into_iter().map(|(p, i)| json!({ "provider": p, "item": i })).collect();

@@ -1,4 +1,4 @@
-//! One running server: its tokio runtime, listener, lockfile and clients.
+//! One running server: its tasks on the plugin's runtime, listener, lockfile and clients.
 //!
 //! `start` and `stop` run on the main thread. Binding the loopback socket is a
 //! non-blocking syscall and is done here so `start` can return the port; the
@@ -8,11 +8,10 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::runtime::Runtime;
-use tokio::sync::watch;
+use tokio::runtime::Handle;
 
 use crate::amp::options::ServerOptions;
 use crate::amp::server::{accept_loop, Shared};
@@ -22,9 +21,8 @@ use crate::core::log;
 use crate::nvim::bridge;
 
 struct Session {
-    runtime: Runtime,
+    runtime: Handle,
     shared: Arc<Shared>,
-    shutdown: watch::Sender<bool>,
 }
 
 static CURRENT: Mutex<Option<Session>> = Mutex::new(None);
@@ -33,7 +31,6 @@ static LAST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 
 /// How long `stop` waits for clients to receive their close frames.
 const CLOSE_WAIT: Duration = Duration::from_millis(150);
-const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(300);
 
 fn current() -> std::sync::MutexGuard<'static, Option<Session>> {
     CURRENT.lock().unwrap_or_else(|p| p.into_inner())
@@ -53,30 +50,25 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
     let listener = bind(&options).map_err(|e| remember(format!("cannot listen on 127.0.0.1: {e}")))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("amp-tokio")
-        .enable_all()
-        .build()
-        .map_err(|e| remember(format!("cannot start the tokio runtime: {e}")))?;
+    let runtime = super::runtime::handle().map_err(remember)?;
     bridge::open().map_err(remember)?;
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let shared = Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir, shutdown_rx));
+    let shared = Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir));
 
     let listener = {
         let _guard = runtime.enter();
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
     };
-    runtime.spawn(accept_loop(listener, shared.clone()));
+    shared.spawn(accept_loop(listener, shared.clone()));
     if shared.options.watch_files {
         if let Some(commands) = shared.file_watch.start() {
             let debounce = Duration::from_millis(shared.options.watch_debounce_ms);
-            runtime.spawn(crate::core::filewatch::run(commands, debounce, shared.editor.clone()));
+            let (closing, editor) = (shared.closing.clone(), shared.editor.clone());
+            shared.spawn(async move { closing.run_until_cancelled(crate::core::filewatch::run(commands, debounce, editor)).await });
         }
     }
     let announce = shared.clone();
-    runtime.spawn(async move {
+    shared.spawn(async move {
         let dir = announce.lock_dir.clone();
         if let Ok(removed) = tokio::task::spawn_blocking(move || lockfile::remove_stale(&dir)).await {
             for path in removed {
@@ -93,7 +85,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         }
     });
     let info = started_info(&shared);
-    *current() = Some(Session { runtime, shared, shutdown });
+    *current() = Some(Session { runtime, shared });
     // What the user looks at right now, for the first client.
     visible_files_changed();
     selection_changed();
@@ -149,24 +141,15 @@ fn raise_nofile_limit() {
     });
 }
 
-/// Stops the server: clients get a close frame, the runtime ends, the
+/// Stops the server: clients get a close frame, its tasks end, the
 /// lockfile goes. Idempotent, and bounded in time so Neovim's exit never hangs.
 pub fn stop() {
     let Some(session) = current().take() else { return };
-    let _ = session.shutdown.send(true);
     let shared = session.shared.clone();
-    if shared.client_count() > 0 {
-        // Let connections send their close frames; bounded.
-        session.runtime.block_on(async {
-            let deadline = Instant::now() + CLOSE_WAIT;
-            while shared.client_count() > 0 && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        });
-    }
+    // Clients get their close frames; bounded, and no task survives it.
+    shared.stop(&session.runtime, CLOSE_WAIT);
     bridge::close();
-    session.runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
-    // After the runtime is gone no late write can bring the file back. An
+    // With the server's tasks gone no late write can bring the file back. An
     // unlink is one quick syscall, and the file must be gone before Neovim
     // exits, so it is done here rather than on a runtime that no longer runs.
     if let Err(e) = lockfile::remove(&shared.lockfile_path()) {
@@ -212,7 +195,7 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
     let Some(session) = guard.as_ref() else { return Ok(()) };
     *session.shared.workspace.write().unwrap_or_else(|p| p.into_inner()) = folders;
     let shared = session.shared.clone();
-    session.runtime.spawn(async move {
+    session.shared.spawn(async move {
         if let Err(e) = shared.write_lockfile().await {
             shared.record_error(e);
         }
