@@ -321,8 +321,8 @@ end
 ---@return string|nil ref
 ---@return string|nil err
 function H.file_reference(buf, args)
-  local name = vim.api.nvim_buf_get_name(buf)
-  if name == "" or vim.bo[buf].buftype ~= "" then
+  local name = require("amp.buffer").file_of(buf)
+  if not name then
     return nil, "amp: :Amp ref needs a buffer that is a file"
   end
   local path = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))

@@ -50,18 +50,11 @@ local function is_visual(mode)
   return VISUAL_BYTES[mode:byte(1) or 0] == true
 end
 
---- The file a buffer shows, or false: a normal buffer (not a terminal, help,
---- quickfix or scratch buffer) with an absolute name that is not a URL.
---- The same rule as `file_of` in src/editor/helpers.lua.
+local file_of = require("amp.buffer").file_of
+
+--- The file a buffer shows, or false (lua/amp/buffer.lua).
 local function file_name_of(buf)
-  if not api.nvim_buf_is_valid(buf) or vim.bo[buf].buftype ~= "" then
-    return false
-  end
-  local name = api.nvim_buf_get_name(buf)
-  if name == "" or name:byte(1) ~= 47 --[[ "/" ]] or name:find("://", 1, true) then
-    return false
-  end
-  return name
+  return file_of(buf) or false
 end
 
 --- Gives `buf` its buffer-local keystroke autocmds (once) and refreshes the

@@ -47,8 +47,8 @@ end
 
 local function current_file()
   local buf = vim.api.nvim_get_current_buf()
-  local name = vim.api.nvim_buf_get_name(buf)
-  if name == "" or vim.bo[buf].buftype ~= "" then
+  local name = require("amp.buffer").file_of(buf)
+  if not name then
     return nil, "amp: the current buffer is not a file"
   end
   return buf, name
@@ -99,9 +99,9 @@ function M.take(lib)
     return false, name
   end
   close_disk_views(name)
-  local res = lib.take_disk_version(name)
-  if not res.ok then
-    return false, res.err
+  local ok, err = pcall(lib.take_disk_version, name)
+  if not ok then
+    return false, tostring(err)
   end
   return true
 end

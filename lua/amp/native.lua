@@ -97,7 +97,7 @@ function M.stale()
   local root = M.root()
   local version = require("amp.install").version(root)
   local ok, res = pcall(H.module.version)
-  local own = ok and type(res) == "table" and res.value or nil
+  local own = ok and type(res) == "string" and res or nil
   if version and own and own ~= version then
     return ("the native library is v%s but the plugin is v%s: run :Amp install or :Amp build"):format(own, version)
   end
@@ -140,7 +140,7 @@ function M.details()
 end
 
 --- Call a native function.
---- Returns its value, or `nil, err`. A function whose value is nil (e.g. `stop`)
+--- Returns its value, or `nil, err` (the error it raised). A function whose value is nil (e.g. `stop`)
 --- returns `nil, nil` on success, so check the second result.
 ---@param name string
 ---@return any value
@@ -155,17 +155,12 @@ function M.call(name, ...)
     return nil,
       ("amp: the native library has no function %q: it is out of date; rebuild it with :Amp build"):format(name)
   end
+  -- Native functions raise an error whose text is the whole message.
   local ok, res = pcall(fn, ...)
   if not ok then
-    return nil, ("amp.nvim: %s() failed: %s"):format(name, tostring(res))
+    return nil, tostring(res)
   end
-  if type(res) ~= "table" then
-    return nil, ("amp.nvim: %s() returned %s instead of a result table"):format(name, type(res))
-  end
-  if res.ok then
-    return H.denil(res.value), nil
-  end
-  return nil, H.denil(res.err) or ("amp.nvim: %s() failed"):format(name)
+  return H.denil(res), nil
 end
 
 function H.denil(value)

@@ -36,6 +36,10 @@ function M.configure(config)
   end
   M.highlights()
   local entries, skipped = H.encode_providers(config.providers)
+  local _, resolver_err = native.call("openctx_set_resolver", M._resolve)
+  if resolver_err then
+    return false, "amp: OpenCtx: " .. resolver_err
+  end
   local result, err = native.call("openctx_configure", {
     providers = entries,
     timeout_ms = config.timeout_ms,
@@ -186,7 +190,7 @@ function M.refresh(buf)
     return
   end
   buf = (buf == nil or buf == 0) and vim.api.nvim_get_current_buf() or buf
-  if vim.api.nvim_buf_is_valid(buf) and vim.bo[buf].buftype == "" then
+  if require("amp.buffer").file_of(buf) then
     native.call("openctx_refresh_buffer", buf)
   end
 end
@@ -323,7 +327,8 @@ function M.open()
   return true
 end
 
---- Called by the native side with the answer to request `id`.
+--- Called by the native side (the resolver it was given) with the answer
+--- to request `id`.
 function M._resolve(id, result)
   local callback = H.pending[id]
   H.pending[id] = nil
@@ -395,11 +400,7 @@ function M.mention(query, on_done)
   end
   -- The active document's URI goes with the query (MentionsParams.uri), as
   -- VS Code's client sends it.
-  local path = ""
-  if vim.bo.buftype == "" then
-    local name = vim.api.nvim_buf_get_name(0)
-    path = name ~= "" and vim.fn.fnamemodify(name, ":p") or ""
-  end
+  local path = require("amp.buffer").file_of(vim.api.nvim_get_current_buf()) or ""
   H.request("openctx_mentions", { query or "", path }, function(result)
     report_failures(result)
     local mentions = result.mentions or {}

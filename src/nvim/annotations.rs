@@ -272,11 +272,23 @@ pub fn set_visible(visible: bool) {
     }
 }
 
-/// Calls `require("amp.openctx")._resolve(id, result)`.
+thread_local! {
+    /// The Lua function that takes OpenCtx answers (`openctx_set_resolver`).
+    static RESOLVER: std::cell::RefCell<Option<mlua::Function>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets the Lua function `resolve_request` hands answers to.
+pub fn set_resolver(resolve: mlua::Function) {
+    RESOLVER.with(|r| *r.borrow_mut() = Some(resolve));
+}
+
+/// Hands the answer to request `id` to the resolver the Lua shell set.
 pub fn resolve_request(id: i64, result: &Value) {
     let run = || -> mlua::Result<()> {
-        let module: mlua::Table = lua::global("require", "amp.openctx")?;
-        module.get::<mlua::Function>("_resolve")?.call((id, lua::to_lua(result)?))
+        let Some(resolve) = RESOLVER.with(|r| r.borrow().clone()) else {
+            return Err(mlua::Error::runtime("no resolver was set (openctx_set_resolver)"));
+        };
+        resolve.call((id, lua::to_lua(result)?))
     };
     if let Err(e) = run() {
         crate::core::log::warn(format!("openctx: delivering result {id} failed: {e}"));

@@ -1,7 +1,7 @@
 //! The Lua module `amp_core`: its entry point and the exported function
-//! table (see `lua/amp/native.lua`). Every exported function catches panics
-//! and returns `{ ok = true, value = … }` or `{ ok = false, err = "…" }`;
-//! the hot-path ones called from autocmds return nothing. The exports are
+//! table (see `lua/amp/native.lua`). Every exported function catches panics;
+//! it returns its value or raises an error with a readable message; the
+//! hot-path ones called from autocmds return nothing and never raise. The exports are
 //! mlua functions: nvim-oxi 0.6 leaks every string that crosses its function
 //! and API wrappers (see `lua.rs`), so it is used only for its libuv handle
 //! and `vim.schedule` (in `bridge`).
@@ -17,35 +17,22 @@ use crate::core::{filetext, log};
 use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
 use crate::amp;
 
-/// The module's entry point, `require`d through `package.loadlib`.
-///
-/// # Safety
-/// Called by Lua with a valid state, on Neovim's main thread.
-#[no_mangle]
-pub unsafe extern "C" fn luaopen_amp_core(state: *mut mlua::ffi::lua_State) -> c_int {
+/// The module's entry point (`luaopen_amp_core`, made by mlua), `require`d
+/// through `package.loadlib` on Neovim's main thread. An error raises in
+/// the loader, which `lua/amp/native.lua` calls under `pcall`.
+#[mlua::lua_module(name = "amp_core", skip_memory_check)]
+fn amp_core(lua: &Lua) -> mlua::Result<Table> {
     // nvim-oxi keeps the Lua state and the libuv loop in thread-locals for
     // `AsyncHandle` and `schedule`; its entry point does that and pushes nil.
-    let pushed = nvim_oxi::entrypoint::entrypoint(state.cast(), || ());
-    mlua::ffi::lua_pop(state, pushed);
-    let lua = Lua::init_from_ptr(state);
-    bulk::init(&lua);
-    let built = lua::init(&lua).and_then(|()| exports(&lua));
-    let value = match built {
-        Ok(table) => mlua::Value::Table(table),
-        Err(e) => mlua::Value::String(match lua.create_string(format!("amp_core failed to load: {e}")) {
-            Ok(s) => s,
-            Err(_) => return 0,
-        }),
-    };
-    // Push the table (or the error text) through a temporary global: mlua
-    // has no public way to leave a value on the raw stack.
-    const SLOT: &str = "__amp_core_module";
-    if lua.globals().raw_set(SLOT, value).is_err() {
-        return 0;
+    // SAFETY: on the main thread, with the state Neovim called us with.
+    unsafe {
+        lua.exec_raw::<()>((), |state| {
+            let pushed = nvim_oxi::entrypoint::entrypoint(state.cast(), || ());
+            mlua::ffi::lua_pop(state, pushed);
+        })?;
     }
-    mlua::ffi::lua_getglobal(state, c"__amp_core_module".as_ptr());
-    let _ = lua.globals().raw_set(SLOT, mlua::Value::Nil);
-    1
+    bulk::init(lua);
+    lua::init(lua).and_then(|()| exports(lua)).map_err(|e| mlua::Error::runtime(format!("amp_core failed to load: {e}")))
 }
 
 fn exports(lua: &Lua) -> mlua::Result<Table> {
@@ -88,6 +75,11 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     // OpenCtx (see lua/amp/openctx.lua).
     t.set("openctx_configure", export(lua, |args: Vec<Value>| {
         crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&arg(&args, 0))?)
+    })?)?;
+    // The Lua function that takes the answers to requests made with an id.
+    t.set("openctx_set_resolver", lua.create_function(|_, resolve: Function| {
+        editor_annotations::set_resolver(resolve);
+        Ok(())
     })?)?;
     t.set("openctx_stop", export(lua, |_: Vec<Value>| {
         crate::nvim::openctx::stop();
@@ -156,23 +148,37 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// Wraps `f` as a Lua function that never raises: its arguments arrive as
-/// JSON values, panics and errors become `{ ok = false, err = … }`.
+/// An error a native function raises: its text is all Lua sees
+/// (`tostring(err)`), with no "runtime error:" prefix.
+#[derive(Debug)]
+struct Failure(String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Wraps `f` as a Lua function: its arguments arrive as JSON values, its
+/// value goes back as Lua data, and an error or a panic raises a Lua error
+/// with its message (`lua/amp/native.lua` calls these under `pcall`).
 fn export(lua: &Lua, f: impl Fn(Vec<Value>) -> Result<Value, String> + 'static) -> mlua::Result<Function> {
     lua.create_function(move |_, args: mlua::MultiValue| {
         let args: Result<Vec<Value>, String> =
             args.into_iter().map(|v| lua::from_lua(v).map_err(|e| format!("invalid argument: {e}"))).collect();
-        let reply = match args.and_then(|args| {
+        let value = args.and_then(|args| {
             catch_unwind(AssertUnwindSafe(|| f(args))).unwrap_or_else(|panic| {
                 let message = bridge::panic_message(&panic);
                 log::error(format!("panic in a native call: {message}"));
                 Err(format!("amp: internal error: {message}"))
             })
-        }) {
-            Ok(value) => json!({ "ok": true, "value": value }),
-            Err(err) => json!({ "ok": false, "err": err }),
-        };
-        lua::to_lua(&reply)
+        });
+        match value {
+            Ok(value) => lua::to_lua(&value),
+            Err(err) => Err(mlua::Error::external(Failure(err))),
+        }
     })
 }
 

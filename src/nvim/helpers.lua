@@ -18,18 +18,8 @@ local function buf_option(buf, name)
   return api.nvim_get_option_value(name, buf_opts)
 end
 
---- The file a buffer shows, or nil: a normal buffer (not a terminal, help,
---- quickfix or scratch buffer) with an absolute name that is not a URL.
-function H.file_of(buf)
-  if buf_option(buf, "buftype") ~= "" then
-    return nil
-  end
-  local name = api.nvim_buf_get_name(buf)
-  if name == "" or name:byte(1) ~= 47 --[[ "/" ]] or name:find("://", 1, true) then
-    return nil
-  end
-  return name
-end
+--- The file a buffer shows, or nil (lua/amp/buffer.lua: the one rule).
+H.file_of = require("amp.buffer").file_of
 
 --- The cursor or Visual selection of the current window, if it shows a file.
 --- Returns name, cursor_only, then either (row, col, line) or a list of

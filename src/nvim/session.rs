@@ -54,11 +54,10 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     bridge::open().map_err(remember)?;
     let shared = Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir));
 
-    let listener = {
-        let _guard = runtime.enter();
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
-    };
+    // The server's tasks are spawned on the plugin's runtime (Shared::spawn).
+    let _in_runtime = runtime.enter();
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     shared.spawn(accept_loop(listener, shared.clone()));
     if shared.options.watch_files {
         if let Some(commands) = shared.file_watch.start() {
@@ -195,6 +194,7 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
     let Some(session) = guard.as_ref() else { return Ok(()) };
     *session.shared.workspace.write().unwrap_or_else(|p| p.into_inner()) = folders;
     let shared = session.shared.clone();
+    let _in_runtime = session.runtime.enter();
     session.shared.spawn(async move {
         if let Err(e) = shared.write_lockfile().await {
             shared.record_error(e);
