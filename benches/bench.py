@@ -38,10 +38,8 @@ How things are measured
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import datetime
-import glob
 import json
 import math
 import os
@@ -62,25 +60,15 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-import pynvim
-from websockets.sync.client import connect as ws_connect
+# The integration tests' harness: Neovim, its HOME/XDG tree, lockfiles, clients.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+import harness  # noqa: E402
+from harness import (LIBRARY, NVIM, REPO, AmpEnv, flood_diagnostics_and_log_moves, open_client,  # noqa: E402
+                     time_limit, upgrade_request)
 
-REPO = Path(__file__).resolve().parents[1]
-LIBRARY = REPO / "target" / "release" / "libamp_core.so"
 RESULTS_MD = REPO / "benches" / "RESULTS.md"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024
-
-
-def nvim_binary() -> str:
-    configured = os.environ.get("AMP_NVIM")
-    if not configured:
-        return str(REPO / ".venv" / "bin" / "nvim")
-    p = Path(configured)
-    return str(p.resolve() if p.exists() else p)
-
-
-NVIM = nvim_binary()
 
 
 def log(msg: str) -> None:
@@ -94,22 +82,6 @@ def log(msg: str) -> None:
 
 class StepTimeout(Exception):
     pass
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float, what: str):
-    """Raises StepTimeout in the main thread when `what` runs past `seconds`."""
-
-    def on_alarm(signum, frame):
-        raise StepTimeout(f"{what}: exceeded {seconds:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --------------------------------------------------------------------------
@@ -150,67 +122,24 @@ def kill_all() -> None:
                 pass
 
 
-class Editor:
-    """A headless Neovim 0.11 with (or without) the plugin, attached over RPC."""
+class Editor(harness.Editor):
+    """A headless Neovim 0.11 with (or without) the plugin, attached over RPC
+    (the tests' Editor), in a HOME/XDG tree under `root`; matchparen off."""
 
     def __init__(self, root: Path, *, plugin: bool, setup_opts: str = "{ auto_start = true }"):
-        self.root = root
-        self.plugin = plugin
-        env = dict(os.environ)
-        for var in ("AMP_DATA_HOME", "NVIM", "NVIM_LISTEN_ADDRESS", "VIMINIT", "MYVIMRC",
-                    "NVIM_APPNAME", "VIMRUNTIME", "VIM", "XDG_CONFIG_DIRS", "XDG_DATA_DIRS"):
-            env.pop(var, None)
-        for name in ("home", "data", "state", "config", "cache", "work"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        env.update({
-            "HOME": str(root / "home"),
-            "XDG_DATA_HOME": str(root / "data"),
-            "XDG_STATE_HOME": str(root / "state"),
-            "XDG_CONFIG_HOME": str(root / "config"),
-            "XDG_CACHE_HOME": str(root / "cache"),
-            "NVIM_LOG_FILE": str(root / "nvim.log"),
-        })
-        self.env = env
-        self.workspace = root / "work"
-        self.sock = str(root / "nvim.sock")
-        argv = [NVIM, "--headless", "--clean", "--listen", self.sock,
-                "--cmd", "let g:loaded_matchparen = 1", "--cmd", LUA_ORPHAN_WATCH]
-        if plugin:
-            argv += ["--cmd", f"set rtp^={REPO}", "-c", f"lua require('amp').setup({setup_opts})"]
-        self.stderr = open(root / "nvim-stderr.log", "wb")
-        self.proc = subprocess.Popen(argv, cwd=str(self.workspace), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True)
+        env = AmpEnv(root, "work")
+        super().__init__(env, env.workspace, setup_opts, None, plugin=plugin,
+                         extra_cmds=("let g:loaded_matchparen = 1", LUA_ORPHAN_WATCH))
         STARTED.append(self.proc)
-        self.pid = self.proc.pid
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nvim did not start: {(root / 'nvim-stderr.log').read_text(errors='replace')}")
-            time.sleep(0.01)
-        self.nvim = pynvim.attach("socket", path=self.sock)
-        self.lock: dict | None = None
-        if plugin:
-            self.lock = self.wait_lockfile()
+        self.root = root
+        self.workspace = env.workspace
         self.context_note = ""
+        self._lock = self.wait_lockfile()[1] if plugin else None
 
-    def wait_lockfile(self, timeout: float = 10) -> dict:
-        deadline = time.monotonic() + timeout
-        pattern = os.path.join(self.env["XDG_DATA_HOME"], "amp", "ide", "*.json")
-        while time.monotonic() < deadline:
-            for f in glob.glob(pattern):
-                try:
-                    d = json.loads(Path(f).read_text())
-                except (OSError, ValueError):
-                    continue
-                if d.get("pid") == self.pid:
-                    return d
-            time.sleep(0.02)
-        raise RuntimeError(f"no lockfile within {timeout} s; stderr: "
-                           f"{(self.root / 'nvim-stderr.log').read_text(errors='replace')}; "
-                           f"messages: {self.nvim.command_output('messages')}")
-
-    def lua(self, code: str, *args) -> Any:
-        return self.nvim.exec_lua(code, *args)
+    @property
+    def lock(self) -> dict | None:
+        """The lockfile as it was when Neovim started (None without the plugin)."""
+        return self._lock
 
     def ensure_context_attached(self) -> None:
         """The cursor autocmds must come from the plugin; if this build does not
@@ -245,26 +174,11 @@ class Editor:
         """CPU time of Neovim's main thread (CLOCK_THREAD_CPUTIME_ID via LuaJIT FFI)."""
         return float(self.lua(LUA_THREAD_CPU + "return amp_bench_thread_cpu_ns()"))
 
-    def edit(self, path: Path) -> None:
-        self.nvim.command("edit " + self.nvim.funcs.fnameescape(str(path)))
-
     def status(self) -> dict:
         return self.lua("return require('amp').status()")
 
     def close(self) -> None:
-        try:
-            self.nvim.command("qa!")
-        except Exception:
-            pass
-        try:
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            self.nvim.close()
-        self.stderr.close()
+        self.shutdown()
 
 
 # Every Neovim started here quits by itself if this script dies without killing it.
@@ -321,10 +235,7 @@ def raw_upgrade(port: int, token: str, rcvbuf: int | None = None, timeout: float
     s.settimeout(timeout)
     s.connect(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    key = base64.b64encode(os.urandom(16)).decode()
-    req = (f"GET /?auth={token} HTTP/1.1\r\nHost: localhost:{port}\r\nUpgrade: websocket\r\n"
-           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
-    s.sendall(req.encode())
+    s.sendall(upgrade_request(port, token))
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = s.recv(65536)
@@ -645,20 +556,7 @@ def bench_job_flood(ed: Editor, poller: Poller, res: Results, samples: int) -> N
     make_file(f, 3000)
     ed.edit(f)
     ed.ensure_context_attached()
-    ed.lua("""
-        local ns = vim.api.nvim_create_namespace("amp-bench-flood")
-        local d = {}
-        for i = 0, 2999, 10 do
-          d[#d + 1] = { lnum = i, col = 0, end_col = 4, message = "diagnostic " .. i, severity = 1 }
-        end
-        vim.diagnostic.set(ns, 0, d)
-        vim.api.nvim_win_set_cursor(0, { 1000, 0 })
-        _G.amp_bench_moves = {}
-        vim.api.nvim_create_autocmd("CursorMoved", { callback = function()
-          local t = _G.amp_bench_moves
-          t[#t + 1] = { vim.uv.hrtime(), vim.api.nvim_win_get_cursor(0)[1] }
-        end })
-    """)
+    flood_diagnostics_and_log_moves(ed)
     port, token = ed.lock["port"], ed.lock["authToken"]
     idx = poller.add(port, token)
     poller.wait_for(lambda: first_selection_after(poller, idx, 0) is not None, 3)
@@ -724,7 +622,7 @@ def bench_job_flood(ed: Editor, poller: Poller, res: Results, samples: int) -> N
         stop.set()
         for th in threads:
             th.join(timeout=3)
-    moves = ed.lua("return _G.amp_bench_moves")
+    moves = ed.lua("return _G.amp_moves")
     handled = []
     for i, t0 in enumerate(sent_ns):
         at = next((t for t, line in moves if line >= 1000 + i + 1), None)
@@ -1141,12 +1039,7 @@ def bench_startup(res: Results, runs: int, tmp: Path) -> None:
     detail = {}
     for r in range(runs):
         root = tmp / f"startup{r}"
-        for name in ("home", "data", "state", "config", "cache"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update({"HOME": str(root / "home"), "XDG_DATA_HOME": str(root / "data"),
-                    "XDG_STATE_HOME": str(root / "state"), "XDG_CONFIG_HOME": str(root / "config"),
-                    "XDG_CACHE_HOME": str(root / "cache")})
+        env = AmpEnv(root).environ
         st = root / "startuptime.log"
         out = root / "setup_us"
         setup = (f"lua local t = vim.uv.hrtime(); require('amp').setup({{ auto_start = true }}); "
@@ -1541,14 +1434,9 @@ def bench_slow_client(ed: Editor, res: Results, total: int) -> None:
     t = time.perf_counter()
     ed.nvim.eval("1 + 1")
     rpc = time.perf_counter() - t
-    url = f"ws://localhost:{port}/?auth={token}"
     t = time.perf_counter()
-    with ws_connect(url, compression=None, open_timeout=5, ping_interval=None) as ws:
-        ws.send(json.dumps({"clientRequest": {"id": "p", "ping": {"message": "alive"}}}))
-        while True:
-            m = json.loads(ws.recv(timeout=5))
-            if "serverResponse" in m:
-                break
+    with contextlib.closing(open_client(port, token, compression=None)) as alive:
+        alive.ping("alive", timeout=5)
     ping = time.perf_counter() - t
     verdict = (f"disconnected {disconnected_after:.1f} s after the flood began" if disconnected_after is not None
                else "still connected 20 s after the flood")
@@ -1751,7 +1639,7 @@ def main() -> int:
         log(f"\n== {name}")
         t = time.monotonic()
         try:
-            with time_limit(limit, name):
+            with time_limit(limit, StepTimeout(f"{name}: exceeded {limit:.0f} s")):
                 fn()
         except Exception as e:  # noqa: BLE001 - a failed step is reported, the others still run
             res.add(name, f"error: {type(e).__name__}: {str(e)[:200]}", "-", False)

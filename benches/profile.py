@@ -185,7 +185,7 @@ def main() -> int:
         opts = f"{{ auto_start = true, openctx = {{ providers = {{ ['{bench.PROVIDER_MANY.as_uri()}'] = true }} }} }}"
     ed = None
     try:
-        with bench.time_limit(120, args.which):
+        with bench.time_limit(120, bench.StepTimeout(f"{args.which}: exceeded 120 s")):
             ed = bench.Editor(tmp / "nvim", plugin=True, setup_opts=opts)
             summary = workload(ed, args.which, lambda: start_perf(ed.pid, data, args.all_threads))
             print(summary)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import file_uri, tighter_time_bound, wait_for
+from conftest import file_uri, flood_diagnostics_and_log_moves, tighter_time_bound, wait_for
 from resilience_helpers import OP_TEXT, RawWs, amp_log, frame, wait_clients
 
 PER_TEST_LIMIT = 60.0
@@ -457,20 +457,7 @@ def test_job_flood_does_not_starve_keystrokes(nvim_factory):
     noisy.write_text("".join(f"line {i} with some text\n" for i in range(3000)))
     ed.edit(noisy)
     # 300 diagnostics: a getDiagnostics is a few ms of main-thread work.
-    ed.lua("""
-        local ns = vim.api.nvim_create_namespace("amp-flood")
-        local d = {}
-        for i = 0, 2999, 10 do
-          d[#d + 1] = { lnum = i, col = 0, end_col = 4, message = "diagnostic " .. i, severity = 1 }
-        end
-        vim.diagnostic.set(ns, 0, d)
-        vim.api.nvim_win_set_cursor(0, { 1000, 0 })
-        _G.amp_moves = {}
-        vim.api.nvim_create_autocmd("CursorMoved", { callback = function()
-          local t = _G.amp_moves
-          t[#t + 1] = { vim.uv.hrtime(), vim.api.nvim_win_get_cursor(0)[1] }
-        end })
-    """)
+    flood_diagnostics_and_log_moves(ed)
     flooders = [ed.connect() for _ in range(2)]
     # One request's main-thread cost, for the record.
     t = time.monotonic()
