@@ -8,6 +8,7 @@
 ---   require("amp").status()      -> { running, port, lockfile, workspace_folders, clients, last_error, version }
 ---   require("amp").is_running()  -> boolean
 ---   require("amp").get_config()  -> the merged configuration
+---   require("amp").statusline()  -> "" | "amp" | "amp: 1 agent" (cached, no native call)
 local M = {}
 local H = {}
 
@@ -42,10 +43,18 @@ H.server_opts = nil ---@type table? options of the running server, to detect cha
 H.last_error = nil ---@type string? last error seen on the Lua side
 H.reported = {} ---@type table<string, true> errors already shown for automatic actions
 H.augroup = nil ---@type integer?
+H.pending = false -- setup() ran during startup; the rest waits for VimEnter
+H.last_port = nil ---@type integer? port of this session's previous server
 
 --- Configure the plugin. Safe to call again: autocmds are not duplicated, and a
 --- running server is restarted only if its options changed.
 --- Raises an error naming the option when `opts` is invalid.
+---
+--- Called while Neovim starts (from init.lua), only the options are checked
+--- here: loading the library, OpenCtx and the server wait until just after
+--- VimEnter, so they add nothing to start-up and no thread of the plugin
+--- creates directories while Neovim's start-up does (E739). Any :Amp
+--- command or API call before then does that work at once.
 ---@param opts? table see `:help amp-config`
 function M.setup(opts)
   H.user_opts = opts
@@ -58,6 +67,33 @@ function M.setup(opts)
   end
   H.config = config
   H.create_autocmds()
+  if vim.v.vim_did_enter ~= 1 then
+    if not H.pending then
+      H.pending = true
+      vim.api.nvim_create_autocmd("VimEnter", {
+        group = H.augroup,
+        once = true,
+        desc = "amp: start after Neovim's start-up",
+        callback = function()
+          vim.schedule(M.finish_setup)
+        end,
+      })
+    end
+    return
+  end
+  H.pending = true
+  M.finish_setup()
+end
+
+--- The part of `setup()` that waits for the end of start-up; runs once per
+--- `setup()`, at the latest right after VimEnter, earlier when an :Amp
+--- command or an API function needs it.
+function M.finish_setup()
+  if not H.pending then
+    return
+  end
+  H.pending = false
+  local config = H.config
   local _, load_err = native.load()
   if load_err then
     -- Without the library nothing else can work: one line saying what to
@@ -65,7 +101,7 @@ function M.setup(opts)
     H.fail(load_err, true)
     return
   end
-  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+  H.mkdir(vim.fs.dirname(config.log_file))
   native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   H.configure_openctx(config)
 
@@ -93,6 +129,7 @@ end
 ---@return boolean ok
 ---@return integer|string port_or_err the port, or the error message
 function M.start()
+  M.finish_setup()
   return H.start({ automatic = false })
 end
 
@@ -101,6 +138,7 @@ end
 ---@return boolean ok
 ---@return string|nil err
 function M.stop()
+  M.finish_setup()
   if not native.loaded() then
     return true, nil -- the library never loaded, so no server can be running
   end
@@ -129,6 +167,7 @@ end
 --- library cannot be loaded.
 ---@return { running: boolean, port?: integer, lockfile?: string, workspace_folders?: string[], clients?: integer, last_error?: string, version?: string }
 function M.status()
+  M.finish_setup()
   local status, err = native.call("status")
   if err or type(status) ~= "table" then
     return { running = false, last_error = err or H.last_error }
@@ -142,6 +181,7 @@ end
 
 ---@return boolean
 function M.is_running()
+  M.finish_setup()
   if not native.loaded() then
     return false
   end
@@ -152,6 +192,16 @@ end
 ---@return amp.Config
 function M.get_config()
   return H.get_config()
+end
+
+--- A short text for the statusline: "" when the server is not running,
+--- "amp" while it waits for an agent, "amp: 1 agent" / "amp: 2 agents"
+--- when agents are connected. Cached: kept up to date by the server's User
+--- events, so calling it on every redraw costs a table lookup.
+---   vim.o.statusline = "%f %= %{v:lua.require'amp'.statusline()} "
+---@return string
+function M.statusline()
+  return require("amp.connection").statusline()
 end
 
 -- Helpers -------------------------------------------------------------------
@@ -183,6 +233,7 @@ function H.start(how)
     H.fail(err, how.automatic)
     return false, err
   end
+  H.last_port = tonumber(result.port)
   H.server_opts = H.server_part(config)
   H.last_error = nil
   H.attach_features(how.automatic)
@@ -193,12 +244,13 @@ end
 function H.native_opts(config, version)
   local v = vim.version()
   local server = config.server
-  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
+  H.mkdir(vim.fs.dirname(config.log_file))
   return {
     ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch),
     workspace_folders = { vim.fn.getcwd() },
     port = server.port,
     port_range = server.port_range,
+    preferred_port = H.preferred_port(server),
     max_frame_bytes = server.max_frame_bytes,
     max_clients = server.max_clients,
     send_queue = server.send_queue,
@@ -219,6 +271,38 @@ function H.native_opts(config, version)
     max_file_bytes = config.edits.max_file_bytes,
     read_options = H.read_options(),
   }
+end
+
+--- The port of this session's previous server, tried first so a restart
+--- (or :Amp stop, :Amp start) keeps it: the Amp CLI reconnects only to the
+--- port it knew. Only when the options allow that port (any port with
+--- `server.port = 0`, or one within `server.port_range`); 0 otherwise.
+function H.preferred_port(server)
+  local port = H.last_port
+  if not port then
+    return 0
+  end
+  local range = server.port_range
+  if range then
+    return (port >= range[1] and port <= range[2]) and port or 0
+  end
+  return server.port == 0 and port or 0
+end
+
+--- `mkdir -p` that takes a directory made by someone else at the same
+--- moment as success (vim.fn.mkdir fails with E739 then).
+function H.mkdir(dir)
+  if vim.uv.fs_stat(dir) then
+    return
+  end
+  local parent = vim.fs.dirname(dir)
+  if parent and parent ~= dir then
+    H.mkdir(parent)
+  end
+  local ok, err = vim.uv.fs_mkdir(dir, 493) -- 0755, less the umask
+  if not ok and not (err and err:match("^EEXIST")) then
+    H.last_error = ("amp: cannot create %s: %s"):format(dir, err)
+  end
 end
 
 --- How Neovim reads files now: the server reads files no buffer has loaded
@@ -273,6 +357,16 @@ function H.create_autocmds()
     return
   end
   H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
+  -- Connection notices, the statusline's cache and messages waiting for
+  -- an agent (lua/amp/connection.lua, loaded on the first event).
+  vim.api.nvim_create_autocmd("User", {
+    group = H.augroup,
+    pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },
+    desc = "amp: connection notices and statusline",
+    callback = function(ev)
+      require("amp.connection").on_event(ev.match, ev.data, H.get_config())
+    end,
+  })
   vim.api.nvim_create_autocmd("VimLeavePre", {
     group = H.augroup,
     desc = "amp: stop the server and remove its lockfile",

@@ -157,15 +157,15 @@ function M.call(name, ...)
   end
   local ok, res = pcall(fn, ...)
   if not ok then
-    return nil, ("amp.nvim: %s() failed: %s"):format(name, tostring(res))
+    return nil, ("amp: %s() failed: %s"):format(name, tostring(res))
   end
   if type(res) ~= "table" then
-    return nil, ("amp.nvim: %s() returned %s instead of a result table"):format(name, type(res))
+    return nil, ("amp: %s() returned %s instead of a result table"):format(name, type(res))
   end
   if res.ok then
     return H.denil(res.value), nil
   end
-  return nil, H.denil(res.err) or ("amp.nvim: %s() failed"):format(name)
+  return nil, H.denil(res.err) or ("amp: %s() failed"):format(name)
 end
 
 function H.denil(value)
