@@ -14,7 +14,8 @@ local H = {}
 
 -- On a Neovim older than the plugin supports, every function says so in one
 -- line (once) and does nothing: setup() in a shared config must not fail.
-if not require("amp.version").check() then
+-- (has() first: amp.version is loaded only to say why the plugin is off.)
+if vim.fn.has("nvim-0.10") == 0 and not require("amp.version").check() then
   local function off()
     return false, "amp: needs Neovim " .. require("amp.version").min_text .. " or newer"
   end
@@ -36,7 +37,14 @@ if not require("amp.version").check() then
   })
 end
 
-local native = require("amp.native")
+-- Loaded on first use: setup() during start-up does not need it.
+local native = setmetatable({}, {
+  __index = function(self, key)
+    local mod = require("amp.native")
+    setmetatable(self, { __index = mod })
+    return mod[key]
+  end,
+})
 
 H.config = nil ---@type amp.Config?
 H.server_opts = nil ---@type table? options of the running server, to detect changes
