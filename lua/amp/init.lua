@@ -55,22 +55,16 @@ end
 --- running server is restarted only if its options changed.
 --- Raises an error naming the option when `opts` is invalid.
 ---
---- Called while Neovim starts (from init.lua), only the options are checked
---- here: loading the library, OpenCtx and the server wait until just after
---- VimEnter, so they add nothing to start-up and no thread of the plugin
---- creates directories while Neovim's start-up does (E739). Any :Amp
---- command or API call before then does that work at once.
+--- Called while Neovim starts (from init.lua), setup() only keeps `opts`:
+--- checking them, loading the library, OpenCtx and the server wait until
+--- just after VimEnter, so they add nothing to start-up and no thread of
+--- the plugin creates directories while Neovim's start-up does (E739). An
+--- invalid option is then shown as a one-line error. Any :Amp command or
+--- API call before then does that work at once.
 ---@param opts? table see `:help amp-config`
 function M.setup(opts)
-  local config, err, warning = require("amp.config").resolve(opts)
-  if not config then
-    error(err, 2)
-  end
-  if warning then
-    require("amp.notify").notify(warning, vim.log.levels.WARN)
-  end
-  P.pending = { opts = opts, config = config }
-  if vim.v.vim_did_enter ~= 1 then
+  if vim.v.vim_did_enter ~= 1 and (opts == nil or type(opts) == "table") then
+    P.pending = { opts = opts }
     if not P.waiting then
       P.waiting = true
       vim.api.nvim_create_autocmd("VimEnter", {
@@ -83,7 +77,21 @@ function M.setup(opts)
     end
     return
   end
+  local config, err = P.resolve(opts)
+  if not config then
+    error(err, 2)
+  end
+  P.pending = { opts = opts, config = config }
   M.finish_setup()
+end
+
+--- `opts` merged and checked; a warning (unknown options) is shown.
+function P.resolve(opts)
+  local config, err, warning = require("amp.config").resolve(opts)
+  if warning then
+    require("amp.notify").notify(warning, vim.log.levels.WARN)
+  end
+  return config, err
 end
 
 --- The part of `setup()` that waits for the end of start-up; runs once per
@@ -95,7 +103,16 @@ function M.finish_setup()
     return
   end
   P.pending = nil
-  core().setup(pending.opts, pending.config)
+  local config, err = pending.config, nil
+  if not config then
+    config, err = P.resolve(pending.opts)
+    if not config then
+      -- setup() ran during start-up: too late to raise, so said in one line.
+      require("amp.notify").notify(err, vim.log.levels.ERROR)
+      return
+    end
+  end
+  core().setup(pending.opts, config)
 end
 
 --- After `:Amp build` built the library: do what `setup()` could not do
@@ -150,9 +167,7 @@ end
 --- The merged configuration (defaults when `setup()` was not called).
 ---@return amp.Config
 function M.get_config()
-  if P.pending then
-    return P.pending.config
-  end
+  M.finish_setup()
   return core().get_config()
 end
 

@@ -440,6 +440,15 @@ def test_an_api_call_before_vimenter_does_the_deferred_work_at_once(amp_env):
         ed.shutdown()
 
 
+def test_an_invalid_option_given_during_startup_is_one_error_line_after_it(nvim_factory):
+    ed = nvim_factory(_wait=False, server={"port": -1})
+    want = "amp: setup: server.port must be an integer between 0 and 65535, got -1"
+    wait_for(lambda: want in ed.messages(), 5, "the error line")
+    assert ed.lua("return require('amp').is_running()") is False
+    err = ed.lua("local ok, err = pcall(require('amp').setup, { server = { port = -1 } }); return err")
+    assert want in err, err  # after start-up: raised, as before
+
+
 def test_fresh_accounts_never_race_neovim_for_the_data_directory(tmp_path):
     """Many first starts in brand-new accounts (no ~/.local yet), several at
     once, each with a config that, like a plugin manager's bootstrap,
