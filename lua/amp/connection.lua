@@ -158,8 +158,21 @@ function H.flush()
 end
 
 -- A status line in the message area (and :messages), not a vim.notify
--- alert: connecting is news, not a problem. One screen line.
-function H.echo(msg)
+-- alert: connecting is news, not a problem. One screen line, and only
+-- when the screen has not scrolled for an earlier message: one more line
+-- then would stop Neovim at a hit-enter prompt, where agent requests wait.
+-- Tried again a little later (for 10 s), then dropped (the statusline
+-- says it anyway).
+function H.echo(msg, tries)
+  tries = tries or 0
+  if vim.fn.state("s") ~= "" or vim.api.nvim_get_mode().blocking then
+    if tries < 100 then
+      vim.defer_fn(function()
+        H.echo(msg, tries + 1)
+      end, 100)
+    end
+    return
+  end
   local line = require("amp.notify").one_line(msg)
   vim.api.nvim_echo({ { line } }, true, {})
 end
