@@ -341,6 +341,35 @@ def test_connect_and_disconnect_notices_and_statusline(nvim_factory):
     assert all(s.startswith("amp: ") and "\n" not in s for s in shown(ed)), shown(ed)
 
 
+def test_a_connect_notice_never_makes_a_second_hit_enter_prompt(nvim_factory):
+    """An agent connects just before Neovim stops at a hit-enter prompt for a
+    multi-line message: once the user presses Enter, the notice must not
+    stop Neovim at a second prompt, where the agent's requests would wait."""
+    ed = nvim_factory()
+    p = ed.cwd / "opened.txt"
+    p.write_text("saved\n")
+    ed.edit(p)
+    ed.nvim.current.buffer[:] = ["unsaved"]
+    c = ed.connect()
+    ed.nvim.ui_attach(80, 24, rgb=True)
+    try:
+        ed.nvim.command("set cmdheight=1")
+        ed.nvim.command('echo "one\\ntwo\\nthree"', async_=True)
+        wait_for(lambda: ed.nvim.api.get_mode()["mode"] == "r", 5, "the hit-enter prompt")
+        time.sleep(0.5)  # the connection settles into an agent meanwhile
+        waiting = c.send_request("readFile", {"path": str(p)})
+        ed.nvim.input("<CR>")
+        assert c.recv_response(waiting, timeout=3)["readFile"]["content"] == "unsaved\n"
+        wait_for(lambda: "amp: an agent connected" in ed.nvim.command_output("messages"), 5, "the notice")
+    finally:
+        for _ in range(5):  # a failure leaves a prompt: dismiss it so the detach is answered
+            if ed.nvim.api.get_mode()["mode"] != "r":
+                break
+            ed.nvim.input("<CR>")
+            time.sleep(0.1)
+        ed.nvim.ui_detach()
+
+
 def test_connection_notices_can_be_turned_off(nvim_factory):
     ed = nvim_factory(notify={"connections": False})
     record_echo(ed)
