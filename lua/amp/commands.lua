@@ -60,6 +60,10 @@ function M.run(cmd)
     H.error(("amp: unknown subcommand %q. Valid subcommands: %s"):format(name, table.concat(M.names(), ", ")))
     return
   end
+  if name ~= "build" and name ~= "install" then
+    -- What setup() left for after start-up, if it has not run yet.
+    require("amp").finish_setup()
+  end
   spec.run({
     name = name,
     fargs = vim.list_slice(cmd.fargs, 2),
@@ -173,6 +177,33 @@ M.register("log", {
     end
     -- The name as one literal argument (no escaping, no expansion).
     vim.api.nvim_cmd({ cmd = "split", args = { path }, mods = args.smods, magic = { file = false } }, {})
+    -- The newest lines are the ones wanted.
+    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
+  end,
+})
+
+local CLI_PLUGIN_ACTIONS = { "install", "remove", "status" }
+
+M.register("cli-plugin", {
+  desc = "the Amp CLI plugin that gives the agent Neovim's diagnostics: install, remove, status",
+  complete = function(arglead)
+    return H.filter(CLI_PLUGIN_ACTIONS, arglead)
+  end,
+  run = function(args)
+    local action = args.fargs[1] or "status"
+    local plugin = require("amp.cli_plugin")
+    if action == "status" then
+      H.info(plugin.describe())
+    elseif action == "install" or action == "remove" then
+      local ok, msg = plugin[action]()
+      if ok then
+        H.info(msg)
+      else
+        H.error(msg)
+      end
+    else
+      H.error(("amp: unknown cli-plugin action '%s' (use %s)"):format(action, table.concat(CLI_PLUGIN_ACTIONS, ", ")))
+    end
   end,
 })
 
@@ -375,6 +406,10 @@ function H.status_text()
     parts[1] = ("amp: running on 127.0.0.1:%s, %d client%s"):format(status.port, clients, clients == 1 and "" or "s")
   else
     parts[1] = "amp: not running"
+  end
+  local waiting = require("amp.connection").waiting()
+  if waiting > 0 then
+    parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
   end
   local err = status.last_error
   if err ~= nil and err ~= vim.NIL then

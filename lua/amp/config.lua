@@ -28,6 +28,7 @@ local H = {}
 ---@field watch { enabled: boolean, debounce_ms: integer }
 ---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
 ---@field install { url?: string }
+---@field notify { connections: boolean }
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
@@ -86,6 +87,10 @@ M.defaults = {
     -- readFile and editFile refuse files (and texts) bigger than this (bytes).
     max_file_bytes = 32 * 1024 * 1024,
   },
+  notify = {
+    -- A one-line notice when an agent connects or disconnects.
+    connections = true,
+  },
   install = {
     -- Where `:Amp install` downloads release files from ("{version}" is
     -- replaced); nil: the GitHub releases of the repository the plugin was
@@ -118,17 +123,17 @@ M.log_levels = { "trace", "debug", "info", "warn", "error" }
 ---@param user? table
 ---@return amp.Config|nil config
 ---@return string|nil err a readable message naming the option, e.g.
----  "amp.setup: server.max_clients must be a positive integer, got -1"
+---  "amp: setup: server.max_clients must be a positive integer, got -1"
 ---@return string|nil warning options that were ignored, if any
 function M.resolve(user)
   if user ~= nil and type(user) ~= "table" then
-    return nil, ("amp.setup: options must be a table, got %s"):format(H.show(user))
+    return nil, ("amp: setup: options must be a table, got %s"):format(H.show(user))
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch", "edits", "install", "openctx" }) do
+  for _, key in ipairs({ "server", "selection", "watch", "edits", "install", "notify", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
-      return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
+      return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
   end
   -- amp.nvim (Lua) takes `port_range` at the top level; accept it there too.
@@ -152,7 +157,7 @@ function M.resolve(user)
   local warning
   local unknown = M.unknown(config)
   if #unknown > 0 then
-    warning = ("amp.setup: ignoring unknown option%s %s (see :help amp-config)"):format(
+    warning = ("amp: setup: ignoring unknown option%s %s (see :help amp-config)"):format(
       #unknown > 1 and "s" or "",
       table.concat(unknown, ", ")
     )
@@ -197,6 +202,7 @@ function M.validate(config)
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
+    { "notify.connections", config.notify.connections, H.is_boolean, "a boolean" },
     { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
@@ -218,13 +224,13 @@ function M.validate(config)
   for _, check in ipairs(checks) do
     local name, value, predicate, expected, min, max = unpack(check, 1, 6)
     if not predicate(value) then
-      return false, ("amp.setup: %s must be %s, got %s"):format(name, expected, H.show(value))
+      return false, ("amp: setup: %s must be %s, got %s"):format(name, expected, H.show(value))
     end
     if min and value < min then
-      return false, ("amp.setup: %s must be at least %d, got %s"):format(name, min, H.show(value))
+      return false, ("amp: setup: %s must be at least %d, got %s"):format(name, min, H.show(value))
     end
     if max and value > max then
-      return false, ("amp.setup: %s must be at most %d, got %s"):format(name, max, H.show(value))
+      return false, ("amp: setup: %s must be at most %d, got %s"):format(name, max, H.show(value))
     end
   end
   return true, nil

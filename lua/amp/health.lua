@@ -31,6 +31,7 @@ function M.check()
   H.check_lockfile(status)
 
   health.start("amp.nvim-rs: optional tools")
+  H.check_amp_cli()
   H.check_node()
 
   health.start("amp.nvim-rs: OpenCtx")
@@ -201,6 +202,27 @@ function H.check_lockfile_content(path, status)
     health.error(("the lockfile's pid %s is not this Neovim's (%d)"):format(data.pid, vim.fn.getpid()))
   else
     health.ok(("lockfile names %s, workspace %s"):format(data.ideName, table.concat(data.workspaceFolders, ", ")))
+  end
+end
+
+-- The agent: the `amp` CLI, and the plugin that gives it Neovim's diagnostics.
+function H.check_amp_cli()
+  if vim.fn.executable("amp") == 1 then
+    health.ok("amp (the Amp CLI) found: " .. vim.fn.exepath("amp"))
+  else
+    health.warn("amp (the Amp CLI) not found on PATH", {
+      "install it (npm install -g @sourcegraph/amp) and run `amp` in a terminal inside your project",
+    })
+  end
+  local plugin = require("amp.cli_plugin")
+  local state = plugin.state()
+  local where = vim.fn.fnamemodify(plugin.target(), ":~")
+  if state == "current" then
+    health.ok("the Amp CLI plugin for diagnostics is installed: " .. where)
+  elseif state == "outdated" then
+    health.warn("the Amp CLI plugin at " .. where .. " is out of date", { "run :Amp cli-plugin install" })
+  else
+    health.info("the agent gets Neovim's diagnostics only through the Amp CLI plugin: :Amp cli-plugin install (see :help amp-cli-plugin)")
   end
 end
 

@@ -8,12 +8,18 @@
 ---   require("amp").status()      -> { running, port, lockfile, workspace_folders, clients, last_error, version }
 ---   require("amp").is_running()  -> boolean
 ---   require("amp").get_config()  -> the merged configuration
+---   require("amp").statusline()  -> "" | "amp" | "amp: 1 agent" (cached, no native call)
+---
+--- This file is what `setup()` in a config loads while Neovim starts, so it
+--- is kept small: the work is in lua/amp/core.lua, loaded after start-up
+--- or by the first call that needs it.
 local M = {}
-local H = {}
+local P = {}
 
 -- On a Neovim older than the plugin supports, every function says so in one
 -- line (once) and does nothing: setup() in a shared config must not fail.
-if not require("amp.version").check() then
+-- (has() first: amp.version is loaded only to say why the plugin is off.)
+if vim.fn.has("nvim-0.10") == 0 and not require("amp.version").check() then
   local function off()
     return false, "amp: needs Neovim " .. require("amp.version").min_text .. " or newer"
   end
@@ -28,6 +34,9 @@ if not require("amp.version").check() then
     get_config = function()
       return {}
     end,
+    statusline = function()
+      return ""
+    end,
   }, {
     __index = function()
       return off
@@ -35,56 +44,82 @@ if not require("amp.version").check() then
   })
 end
 
-local native = require("amp.native")
+P.pending = nil ---@type { opts: table?, config: amp.Config }? setup() waiting for VimEnter
+P.waiting = false -- the VimEnter autocommand exists
 
-H.config = nil ---@type amp.Config?
-H.server_opts = nil ---@type table? options of the running server, to detect changes
-H.last_error = nil ---@type string? last error seen on the Lua side
-H.reported = {} ---@type table<string, true> errors already shown for automatic actions
-H.augroup = nil ---@type integer?
+local function core()
+  return require("amp.core")
+end
 
 --- Configure the plugin. Safe to call again: autocmds are not duplicated, and a
 --- running server is restarted only if its options changed.
 --- Raises an error naming the option when `opts` is invalid.
+---
+--- Called while Neovim starts (from init.lua), setup() only keeps `opts`:
+--- checking them, loading the library, OpenCtx and the server wait until
+--- just after VimEnter, so they add nothing to start-up and no thread of
+--- the plugin creates directories while Neovim's start-up does (E739). An
+--- invalid option is then shown as a one-line error. Any :Amp command or
+--- API call before then does that work at once.
 ---@param opts? table see `:help amp-config`
 function M.setup(opts)
-  H.user_opts = opts
-  local config, err, warning = require("amp.config").resolve(opts)
+  if vim.v.vim_did_enter ~= 1 and (opts == nil or type(opts) == "table") then
+    P.pending = { opts = opts }
+    if not P.waiting then
+      P.waiting = true
+      vim.api.nvim_create_autocmd("VimEnter", {
+        once = true,
+        desc = "amp: start after Neovim's start-up",
+        callback = function()
+          vim.schedule(M.finish_setup)
+        end,
+      })
+    end
+    return
+  end
+  local config, err = P.resolve(opts)
   if not config then
     error(err, 2)
   end
+  P.pending = { opts = opts, config = config }
+  M.finish_setup()
+end
+
+--- `opts` merged and checked; a warning (unknown options) is shown.
+function P.resolve(opts)
+  local config, err, warning = require("amp.config").resolve(opts)
   if warning then
     require("amp.notify").notify(warning, vim.log.levels.WARN)
   end
-  H.config = config
-  H.create_autocmds()
-  local _, load_err = native.load()
-  if load_err then
-    -- Without the library nothing else can work: one line saying what to
-    -- run (:Amp build starts what setup() asked for once it is built).
-    H.fail(load_err, true)
+  return config, err
+end
+
+--- The part of `setup()` that waits for the end of start-up; runs once per
+--- `setup()`, at the latest right after VimEnter, earlier when an :Amp
+--- command or an API function needs it.
+function M.finish_setup()
+  local pending = P.pending
+  if not pending then
     return
   end
-  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
-  native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
-  H.configure_openctx(config)
-
-  if M.is_running() then
-    if not vim.deep_equal(H.server_opts, H.server_part(config)) then
-      M.restart()
+  P.pending = nil
+  local config, err = pending.config, nil
+  if not config then
+    config, err = P.resolve(pending.opts)
+    if not config then
+      -- setup() ran during start-up: too late to raise, so said in one line.
+      require("amp.notify").notify(err, vim.log.levels.ERROR)
+      return
     end
-  elseif config.auto_start then
-    H.start({ automatic = true })
   end
+  core().setup(pending.opts, config)
 end
 
 --- After `:Amp build` built the library: do what `setup()` could not do
 --- without it (OpenCtx, and the server if `auto_start`).
 function M.after_build()
-  if H.config and not M.is_running() then
-    H.openctx_opts = nil
-    M.setup(H.user_opts)
-  end
+  M.finish_setup()
+  core().after_build()
 end
 
 --- Start the server (uses the defaults if `setup()` was never called).
@@ -93,7 +128,8 @@ end
 ---@return boolean ok
 ---@return integer|string port_or_err the port, or the error message
 function M.start()
-  return H.start({ automatic = false })
+  M.finish_setup()
+  return core().start()
 end
 
 --- Stop the server and remove its lockfile. Idempotent.
@@ -101,237 +137,48 @@ end
 ---@return boolean ok
 ---@return string|nil err
 function M.stop()
-  if not native.loaded() then
-    return true, nil -- the library never loaded, so no server can be running
-  end
-  H.detach_features()
-  local _, err = native.call("stop")
-  H.server_opts = nil
-  if err then
-    H.fail(err, false)
-    return false, err
-  end
-  return true, nil
+  M.finish_setup()
+  return core().stop()
 end
 
---- Stop, then start again (picking up the current options and cwd).
+--- Stop, then start again (picking up the current options and cwd); the
+--- port is kept when it can be (see `:help :Amp-restart`).
 ---@return boolean ok
 ---@return integer|string port_or_err
 function M.restart()
-  local ok, err = M.stop()
-  if not ok then
-    return false, err
-  end
-  return M.start()
+  M.finish_setup()
+  return core().restart()
 end
 
 --- The native status table, or `{ running = false, last_error = ... }` when the
 --- library cannot be loaded.
 ---@return { running: boolean, port?: integer, lockfile?: string, workspace_folders?: string[], clients?: integer, last_error?: string, version?: string }
 function M.status()
-  local status, err = native.call("status")
-  if err or type(status) ~= "table" then
-    return { running = false, last_error = err or H.last_error }
-  end
-  status.running = status.running == true
-  if status.last_error == nil or status.last_error == vim.NIL then
-    status.last_error = H.last_error
-  end
-  return status
+  M.finish_setup()
+  return core().status()
 end
 
 ---@return boolean
 function M.is_running()
-  if not native.loaded() then
-    return false
-  end
-  return M.status().running
+  M.finish_setup()
+  return core().is_running()
 end
 
 --- The merged configuration (defaults when `setup()` was not called).
 ---@return amp.Config
 function M.get_config()
-  return H.get_config()
+  M.finish_setup()
+  return core().get_config()
 end
 
--- Helpers -------------------------------------------------------------------
-
-function H.get_config()
-  if not H.config then
-    H.config = assert(require("amp.config").resolve({}))
-  end
-  return H.config
-end
-
-function H.start(how)
-  local config = H.get_config()
-  H.create_autocmds()
-  if M.is_running() then
-    local status = M.status()
-    return true, status.port
-  end
-
-  local version, verr = native.call("version")
-  if verr then
-    H.fail(verr, how.automatic)
-    return false, verr
-  end
-  local opts = H.native_opts(config, version)
-  local result, err = native.call("start", opts)
-  if err or type(result) ~= "table" then
-    err = "amp: failed to start the server: " .. (err or "start() returned no port")
-    H.fail(err, how.automatic)
-    return false, err
-  end
-  H.server_opts = H.server_part(config)
-  H.last_error = nil
-  H.attach_features(how.automatic)
-  return true, result.port
-end
-
---- The options given to native `start` (see docs/architecture.md).
-function H.native_opts(config, version)
-  local v = vim.version()
-  local server = config.server
-  vim.fn.mkdir(vim.fs.dirname(config.log_file), "p")
-  return {
-    ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch),
-    workspace_folders = { vim.fn.getcwd() },
-    port = server.port,
-    port_range = server.port_range,
-    max_frame_bytes = server.max_frame_bytes,
-    max_clients = server.max_clients,
-    send_queue = server.send_queue,
-    ping_interval_ms = server.ping_interval_ms,
-    allowed_origins = server.allowed_origins,
-    max_pending_handshakes = server.max_pending_handshakes,
-    handshake_timeout_ms = server.handshake_timeout_ms,
-    max_inflight_bytes = server.max_inflight_bytes,
-    log_max_bytes = config.log_max_bytes,
-    plugin_version = version,
-    plugin_directory = native.root(),
-    log_file = config.log_file,
-    log_level = config.log_level,
-    selection_interval_ms = config.selection.interval_ms,
-    watch_files = config.watch.enabled,
-    watch_debounce_ms = config.watch.debounce_ms,
-    write_autocmds = config.edits.write_autocmds,
-    max_file_bytes = config.edits.max_file_bytes,
-    read_options = H.read_options(),
-  }
-end
-
---- How Neovim reads files now: the server reads files no buffer has loaded
---- the same way (see src/filetext.rs).
-function H.read_options()
-  return {
-    fileformats = vim.o.fileformats,
-    fileencodings = vim.o.fileencodings,
-  }
-end
-
--- The part of the configuration a running server depends on.
-function H.server_part(config)
-  return vim.deepcopy({
-    server = config.server,
-    selection = config.selection,
-    watch = config.watch,
-    edits = config.edits,
-    log_file = config.log_file,
-    log_level = config.log_level,
-    log_max_bytes = config.log_max_bytes,
-  })
-end
-
--- Modules that feed editor events to the running server: each has
--- `attach(native_module)` and `detach()`.
-H.features = { "amp.context", "amp.files" }
-
-function H.attach_features(automatic)
-  local mod = native.load()
-  for _, name in ipairs(H.features) do
-    local ok, err = pcall(function()
-      require(name).attach(mod)
-    end)
-    if not ok then
-      H.fail(("amp: %s could not start: %s"):format(name, err), automatic)
-    end
-  end
-end
-
-function H.detach_features()
-  for _, name in ipairs(H.features) do
-    local ok, feature = pcall(require, name)
-    if ok and type(feature.detach) == "function" then
-      pcall(feature.detach)
-    end
-  end
-end
-
-function H.create_autocmds()
-  if H.augroup then
-    return
-  end
-  H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
-  vim.api.nvim_create_autocmd("VimLeavePre", {
-    group = H.augroup,
-    desc = "amp: stop the server and remove its lockfile",
-    callback = function()
-      M.stop()
-    end,
-  })
-  vim.api.nvim_create_autocmd("DirChanged", {
-    group = H.augroup,
-    desc = "amp: update the lockfile's workspace folders",
-    callback = function()
-      if not M.is_running() then
-        return
-      end
-      local _, err = native.call("set_workspace_folders", { vim.fn.getcwd() })
-      if err then
-        H.fail("amp: could not update the workspace folders: " .. err, true)
-      end
-    end,
-  })
-  vim.api.nvim_create_autocmd("OptionSet", {
-    group = H.augroup,
-    pattern = { "fileformats", "fileencodings" },
-    desc = "amp: read files no buffer has loaded as Neovim would",
-    callback = function()
-      if native.loaded() then
-        native.call("set_read_options", H.read_options())
-      end
-    end,
-  })
-end
-
--- OpenCtx runs whether or not the Amp server does; it is reconfigured only
--- when its options change.
-function H.configure_openctx(config)
-  if vim.deep_equal(H.openctx_opts, config.openctx) then
-    return
-  end
-  H.openctx_opts = vim.deepcopy(config.openctx)
-  local ok, err = require("amp.openctx").configure(config.openctx)
-  if not ok then
-    H.fail(err, true)
-  end
-end
-
---- Show an error. Errors of automatic actions (auto_start, DirChanged) are shown
---- once per session; errors of explicit calls every time.
-function H.fail(msg, automatic)
-  H.last_error = msg
-  if native.loaded() then
-    native.call("log", "error", msg)
-  end
-  if automatic then
-    if H.reported[msg] then
-      return
-    end
-    H.reported[msg] = true
-  end
-  require("amp.notify").notify(msg, vim.log.levels.ERROR)
+--- A short text for the statusline: "" when the server is not running,
+--- "amp" while it waits for an agent, "amp: 1 agent" / "amp: 2 agents"
+--- when agents are connected. Cached: kept up to date by the server's User
+--- events, so calling it on every redraw costs a table lookup.
+---   vim.o.statusline = "%f %= %{v:lua.require'amp'.statusline()} "
+---@return string
+function M.statusline()
+  return require("amp.connection").statusline()
 end
 
 return M

@@ -6,9 +6,10 @@ local M = {}
 local H = {}
 
 --- Send a message to the agent as if the user typed and submitted it.
+--- With no agent connected it waits (bounded) and goes to the next one.
 ---@param message string
----@return boolean ok
----@return string|nil reason why nothing was sent
+---@return boolean ok true when an agent got it now
+---@return string|nil reason why it was not sent now
 function M.send_message(message)
   return H.broadcast("userSentMessage", message)
 end
@@ -34,7 +35,10 @@ function H.broadcast(name, message)
     return H.refuse("amp: could not send the message: " .. err)
   end
   if type(reached) ~= "number" or reached < 1 then
-    return H.refuse("amp: no agent is connected (run `amp` in a terminal in this workspace)")
+    -- Kept for the next agent (bounded; lua/amp/connection.lua), and said so.
+    local kept, text = require("amp.connection").wait(name, message)
+    require("amp.notify").notify(text, kept and vim.log.levels.INFO or vim.log.levels.WARN)
+    return false, text
   end
   return true, nil
 end

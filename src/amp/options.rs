@@ -11,6 +11,11 @@ pub struct ServerOptions {
     /// 0 lets the OS choose.
     pub port: u16,
     pub port_range: Option<(u16, u16)>,
+    /// The port of this editor's previous server (0 = none): tried before
+    /// `port` / `port_range`, so an agent that reconnects to the port it
+    /// knows finds the restarted server (the Amp CLI only ever re-reads the
+    /// lockfile of that port).
+    pub preferred_port: u16,
     pub max_frame_bytes: usize,
     pub max_clients: usize,
     pub send_queue: usize,
@@ -52,6 +57,7 @@ impl Default for ServerOptions {
             workspace_folders: Vec::new(),
             port: 0,
             port_range: None,
+            preferred_port: 0,
             max_frame_bytes: 64 * 1024 * 1024,
             max_clients: 32,
             send_queue: 1024,
@@ -91,6 +97,7 @@ impl ServerOptions {
                 "ide_name" => o.ide_name = string(key, v)?,
                 "workspace_folders" => o.workspace_folders = strings(key, v)?,
                 "port" => o.port = int(key, v, 0, 65535)? as u16,
+                "preferred_port" => o.preferred_port = int(key, v, 0, 65535)? as u16,
                 "port_range" => {
                     o.port_range = match v {
                         Value::Null => None,

@@ -151,7 +151,28 @@ pub fn enabled(level: Level) -> bool {
 
 fn stamp(level: Level, message: &str) -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    format!("{}.{:03} {:5} {}\n", now.as_secs(), now.subsec_millis(), level.name(), escape(message, MAX_MESSAGE_CHARS))
+    format!("{} {:5} {}\n", local_time(now), level.name(), escape(message, MAX_MESSAGE_CHARS))
+}
+
+/// `2026-11-23 09:52:19.123` in local time (what `:Amp log` shows a person);
+/// the seconds since the epoch when the C library cannot say.
+fn local_time(since_epoch: Duration) -> String {
+    let secs = since_epoch.as_secs() as libc::time_t;
+    // SAFETY: localtime_r only writes the struct we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        return format!("{}.{:03}", since_epoch.as_secs(), since_epoch.subsec_millis());
+    }
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since_epoch.subsec_millis()
+    )
 }
 
 pub fn write(level: Level, message: impl AsRef<str>) {

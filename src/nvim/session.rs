@@ -48,6 +48,13 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     raise_nofile_limit();
     let lock_dir = lockfile::lock_dir_from_env()
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
+    // Made here, on the main thread, before any thread of ours exists: a
+    // thread creating `$XDG_DATA_HOME` while Neovim's own `mkdir -p` does
+    // makes Neovim's fail (E739). A few syscalls; the runtime's write only
+    // finds the directory there.
+    if let Err(e) = lockfile::ensure_dir(&lock_dir) {
+        log::warn(format!("cannot create the lockfile directory {}: {e}", lock_dir.display()));
+    }
     let listener = bind(&options).map_err(|e| remember(format!("cannot listen on 127.0.0.1: {e}")))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let runtime = super::runtime::handle().map_err(remember)?;
@@ -107,8 +114,12 @@ fn bind(options: &ServerOptions) -> std::io::Result<StdListener> {
         Some((lo, hi)) => (lo..=hi).collect(),
         None => vec![options.port],
     };
+    // The previous server's port first (a restart keeps the port the agent
+    // knows); when someone else took it, the configured ones as usual.
+    let preferred = options.preferred_port;
+    let order = (preferred != 0).then_some(preferred).into_iter().chain(ports.into_iter().filter(|&p| preferred == 0 || p != preferred));
     let mut last = None;
-    for port in ports {
+    for port in order {
         match StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),

@@ -1,0 +1,180 @@
+--- Who is connected: one-line notices when an agent connects or goes away,
+--- the statusline's cached text, and messages that wait for an agent.
+---
+--- Fed by the server's User events (lua/amp/init.lua). A connection counts
+--- as an agent once it has stayed open for `M.settle_ms`: the Amp CLI keeps
+--- its socket open, while a tool call of the diagnostics plugin
+--- (`:Amp cli-plugin`) opens one for a single request; those come and go
+--- without a notice and never receive waiting messages.
+local M = {}
+local H = {}
+
+--- How long a connection must stay open to count as an agent (ms).
+M.settle_ms = 250
+--- Messages that wait for an agent: at most this many, this many bytes.
+M.max_waiting = 16
+M.max_waiting_bytes = 256 * 1024
+
+H.running = false
+H.clients = {} ---@type table<integer, "pending"|"agent">
+H.agents = 0
+H.text = ""
+H.waiting = {} ---@type { name: string, message: string }[]
+H.waiting_bytes = 0
+
+---@return string
+function M.statusline()
+  return H.text
+end
+
+--- Number of connections that count as agents.
+---@return integer
+function M.agents()
+  return H.agents
+end
+
+--- Number of messages waiting for an agent.
+---@return integer
+function M.waiting()
+  return #H.waiting
+end
+
+--- A server User event (AmpServerStarted, AmpServerStopped,
+--- AmpClientConnected, AmpClientDisconnected) with its data.
+function M.on_event(name, data, config)
+  data = type(data) == "table" and data or {}
+  local announce = config and config.notify and config.notify.connections
+  if name == "AmpServerStarted" then
+    H.running = true
+  elseif name == "AmpServerStopped" then
+    -- The server's own disconnect events do not outlive it.
+    if H.agents > 0 and announce then
+      H.echo(H.agents == 1 and "amp: the agent was disconnected (server stopped)"
+        or ("amp: %d agents were disconnected (server stopped)"):format(H.agents))
+    end
+    H.running = false
+    H.clients = {}
+    H.agents = 0
+  elseif name == "AmpClientConnected" and data.id ~= nil then
+    H.running = true
+    local id = data.id
+    H.clients[id] = "pending"
+    local timer = vim.uv.new_timer()
+    timer:start(M.settle_ms, 0, function()
+      timer:close()
+      vim.schedule(function()
+        H.settled(id, announce)
+      end)
+    end)
+  elseif name == "AmpClientDisconnected" and data.id ~= nil then
+    local state = H.clients[data.id]
+    H.clients[data.id] = nil
+    if state == "agent" then
+      H.agents = math.max(H.agents - 1, 0)
+      if announce then
+        H.echo(H.agents == 0 and "amp: the agent disconnected" or ("amp: an agent disconnected (%d left)"):format(H.agents))
+      end
+    end
+  end
+  H.update()
+end
+
+-- A connection stayed open: an agent.
+function H.settled(id, announce)
+  if H.clients[id] ~= "pending" then
+    return -- gone already (a one-request client) or the server stopped
+  end
+  H.clients[id] = "agent"
+  H.agents = H.agents + 1
+  if announce then
+    H.echo(H.agents == 1 and "amp: an agent connected" or ("amp: an agent connected (%d connected)"):format(H.agents))
+  end
+  H.update()
+  H.flush()
+end
+
+function H.update()
+  local text
+  if not H.running then
+    text = ""
+  elseif H.agents == 0 then
+    text = "amp"
+  else
+    text = ("amp: %d agent%s"):format(H.agents, H.agents == 1 and "" or "s")
+  end
+  if text ~= H.text then
+    H.text = text
+    pcall(vim.cmd, "redrawstatus!")
+  end
+end
+
+--- Keep a message for the next agent that connects. Returns false and
+--- why when the queue is full.
+---@param name string the notification ("userSentMessage" / "appendToPrompt")
+---@param message string
+---@return boolean ok
+---@return string text what to tell the user
+function M.wait(name, message)
+  if #H.waiting >= M.max_waiting or H.waiting_bytes + #message > M.max_waiting_bytes then
+    return false,
+      ("amp: no agent is connected and %d messages already wait for one: this one was not kept (run `amp` in a terminal in this workspace)"):format(
+        #H.waiting
+      )
+  end
+  table.insert(H.waiting, { name = name, message = message })
+  H.waiting_bytes = H.waiting_bytes + #message
+  return true,
+    ("amp: no agent is connected yet: the message waits and is sent when one connects (%d waiting)"):format(#H.waiting)
+end
+
+--- Drop the waiting messages; returns how many there were.
+---@return integer
+function M.clear()
+  local n = #H.waiting
+  H.waiting, H.waiting_bytes = {}, 0
+  return n
+end
+
+-- An agent is here: send what waited for it.
+function H.flush()
+  if #H.waiting == 0 then
+    return
+  end
+  local native = require("amp.native")
+  local sent = 0
+  while #H.waiting > 0 do
+    local item = H.waiting[1]
+    local reached = native.call("broadcast", item.name, { message = item.message })
+    if type(reached) ~= "number" or reached < 1 then
+      break
+    end
+    table.remove(H.waiting, 1)
+    H.waiting_bytes = H.waiting_bytes - #item.message
+    sent = sent + 1
+  end
+  if sent > 0 then
+    H.echo(("amp: sent %d waiting message%s to the agent"):format(sent, sent == 1 and "" or "s"))
+  end
+end
+
+-- A status line in the message area (and :messages), not a vim.notify
+-- alert: connecting is news, not a problem. One screen line, and only
+-- when the screen has not scrolled for an earlier message: one more line
+-- then would stop Neovim at a hit-enter prompt, where agent requests wait.
+-- Tried again a little later (for 10 s), then dropped (the statusline
+-- says it anyway).
+function H.echo(msg, tries)
+  tries = tries or 0
+  if vim.fn.state("s") ~= "" or vim.api.nvim_get_mode().blocking then
+    if tries < 100 then
+      vim.defer_fn(function()
+        H.echo(msg, tries + 1)
+      end, 100)
+    end
+    return
+  end
+  local line = require("amp.notify").one_line(msg)
+  vim.api.nvim_echo({ { line } }, true, {})
+end
+
+return M

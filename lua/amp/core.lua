@@ -1,0 +1,352 @@
+--- The plugin's state and work behind `require("amp")` (lua/amp/init.lua,
+--- which stays small so that `setup()` during start-up loads little): the
+--- server's start and stop, the autocommands, OpenCtx, errors.
+local M = {}
+local H = {}
+
+-- Loaded on first use: setup() during start-up does not need it.
+local native = setmetatable({}, {
+  __index = function(self, key)
+    local mod = require("amp.native")
+    setmetatable(self, { __index = mod })
+    return mod[key]
+  end,
+})
+
+H.config = nil ---@type amp.Config?
+H.server_opts = nil ---@type table? options of the running server, to detect changes
+H.last_error = nil ---@type string? last error seen on the Lua side
+H.reported = {} ---@type table<string, true> errors already shown for automatic actions
+H.augroup = nil ---@type integer?
+H.last_port = nil ---@type integer? port of this session's previous server
+
+--- `setup()`'s work after start-up (see lua/amp/init.lua): `config` is
+--- `opts` resolved by amp.config. Loads the library, configures the log
+--- and OpenCtx, starts or restarts the server as the options say.
+---@param opts? table the user's options (kept for after_build)
+---@param config amp.Config
+function M.setup(opts, config)
+  H.user_opts = opts
+  H.config = config
+  H.create_autocmds()
+  local _, load_err = native.load()
+  if load_err then
+    -- Without the library nothing else can work: one line saying what to
+    -- run (:Amp build starts what setup() asked for once it is built).
+    H.fail(load_err, true)
+    return
+  end
+  H.mkdir(vim.fs.dirname(config.log_file))
+  native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
+  H.configure_openctx(config)
+
+  if M.is_running() then
+    if not vim.deep_equal(H.server_opts, H.server_part(config)) then
+      M.restart()
+    end
+  elseif config.auto_start then
+    H.start({ automatic = true })
+  end
+end
+
+--- After `:Amp build` built the library: do what `setup()` could not do
+--- without it (OpenCtx, and the server if `auto_start`).
+function M.after_build()
+  if H.config and not M.is_running() then
+    H.openctx_opts = nil
+    require("amp").setup(H.user_opts)
+  end
+end
+
+--- Start the server (uses the defaults if `setup()` was never called).
+--- The native side fires `User AmpServerStarted` (`data = { port, lockfile }`)
+--- once the lockfile is written.
+---@return boolean ok
+---@return integer|string port_or_err the port, or the error message
+function M.start()
+  return H.start({ automatic = false })
+end
+
+--- Stop the server and remove its lockfile. Idempotent.
+--- The native side fires `User AmpServerStopped` (`data = { port }`) if it was running.
+---@return boolean ok
+---@return string|nil err
+function M.stop()
+  if not native.loaded() then
+    return true, nil -- the library never loaded, so no server can be running
+  end
+  H.detach_features()
+  local _, err = native.call("stop")
+  H.server_opts = nil
+  if err then
+    H.fail(err, false)
+    return false, err
+  end
+  return true, nil
+end
+
+--- Stop, then start again (picking up the current options and cwd).
+---@return boolean ok
+---@return integer|string port_or_err
+function M.restart()
+  local ok, err = M.stop()
+  if not ok then
+    return false, err
+  end
+  return M.start()
+end
+
+--- The native status table, or `{ running = false, last_error = ... }` when the
+--- library cannot be loaded.
+---@return { running: boolean, port?: integer, lockfile?: string, workspace_folders?: string[], clients?: integer, last_error?: string, version?: string }
+function M.status()
+  local status, err = native.call("status")
+  if err or type(status) ~= "table" then
+    return { running = false, last_error = err or H.last_error }
+  end
+  status.running = status.running == true
+  if status.last_error == nil or status.last_error == vim.NIL then
+    status.last_error = H.last_error
+  end
+  return status
+end
+
+---@return boolean
+function M.is_running()
+  if not native.loaded() then
+    return false
+  end
+  return M.status().running
+end
+
+--- The merged configuration (defaults when `setup()` was not called).
+---@return amp.Config
+function M.get_config()
+  return H.get_config()
+end
+
+-- Helpers -------------------------------------------------------------------
+
+function H.get_config()
+  if not H.config then
+    H.config = assert(require("amp.config").resolve({}))
+  end
+  return H.config
+end
+
+function H.start(how)
+  local config = H.get_config()
+  H.create_autocmds()
+  if M.is_running() then
+    local status = M.status()
+    return true, status.port
+  end
+
+  local version, verr = native.call("version")
+  if verr then
+    H.fail(verr, how.automatic)
+    return false, verr
+  end
+  local opts = H.native_opts(config, version)
+  local result, err = native.call("start", opts)
+  if err or type(result) ~= "table" then
+    err = "amp: failed to start the server: " .. (err or "start() returned no port")
+    H.fail(err, how.automatic)
+    return false, err
+  end
+  H.last_port = tonumber(result.port)
+  H.server_opts = H.server_part(config)
+  H.last_error = nil
+  H.attach_features(how.automatic)
+  return true, result.port
+end
+
+--- The options given to native `start` (see docs/architecture.md).
+function H.native_opts(config, version)
+  local v = vim.version()
+  local server = config.server
+  H.mkdir(vim.fs.dirname(config.log_file))
+  return {
+    ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch),
+    workspace_folders = { vim.fn.getcwd() },
+    port = server.port,
+    port_range = server.port_range,
+    preferred_port = H.preferred_port(server),
+    max_frame_bytes = server.max_frame_bytes,
+    max_clients = server.max_clients,
+    send_queue = server.send_queue,
+    ping_interval_ms = server.ping_interval_ms,
+    allowed_origins = server.allowed_origins,
+    max_pending_handshakes = server.max_pending_handshakes,
+    handshake_timeout_ms = server.handshake_timeout_ms,
+    max_inflight_bytes = server.max_inflight_bytes,
+    log_max_bytes = config.log_max_bytes,
+    plugin_version = version,
+    plugin_directory = native.root(),
+    log_file = config.log_file,
+    log_level = config.log_level,
+    selection_interval_ms = config.selection.interval_ms,
+    watch_files = config.watch.enabled,
+    watch_debounce_ms = config.watch.debounce_ms,
+    write_autocmds = config.edits.write_autocmds,
+    max_file_bytes = config.edits.max_file_bytes,
+    read_options = H.read_options(),
+  }
+end
+
+--- The port of this session's previous server, tried first so a restart
+--- (or :Amp stop, :Amp start) keeps it: the Amp CLI reconnects only to the
+--- port it knew. Only when the options allow that port (any port with
+--- `server.port = 0`, or one within `server.port_range`); 0 otherwise.
+function H.preferred_port(server)
+  local port = H.last_port
+  if not port then
+    return 0
+  end
+  local range = server.port_range
+  if range then
+    return (port >= range[1] and port <= range[2]) and port or 0
+  end
+  return server.port == 0 and port or 0
+end
+
+--- `mkdir -p` that takes a directory made by someone else at the same
+--- moment as success (vim.fn.mkdir fails with E739 then).
+function H.mkdir(dir)
+  if vim.uv.fs_stat(dir) then
+    return
+  end
+  local parent = vim.fs.dirname(dir)
+  if parent and parent ~= dir then
+    H.mkdir(parent)
+  end
+  local ok, err = vim.uv.fs_mkdir(dir, 493) -- 0755, less the umask
+  if not ok and not (err and err:match("^EEXIST")) then
+    H.last_error = ("amp: cannot create %s: %s"):format(dir, err)
+  end
+end
+
+--- How Neovim reads files now: the server reads files no buffer has loaded
+--- the same way (see src/filetext.rs).
+function H.read_options()
+  return {
+    fileformats = vim.o.fileformats,
+    fileencodings = vim.o.fileencodings,
+  }
+end
+
+-- The part of the configuration a running server depends on.
+function H.server_part(config)
+  return vim.deepcopy({
+    server = config.server,
+    selection = config.selection,
+    watch = config.watch,
+    edits = config.edits,
+    log_file = config.log_file,
+    log_level = config.log_level,
+    log_max_bytes = config.log_max_bytes,
+  })
+end
+
+-- Modules that feed editor events to the running server: each has
+-- `attach(native_module)` and `detach()`.
+H.features = { "amp.context", "amp.files" }
+
+function H.attach_features(automatic)
+  local mod = native.load()
+  for _, name in ipairs(H.features) do
+    local ok, err = pcall(function()
+      require(name).attach(mod)
+    end)
+    if not ok then
+      H.fail(("amp: %s could not start: %s"):format(name, err), automatic)
+    end
+  end
+end
+
+function H.detach_features()
+  for _, name in ipairs(H.features) do
+    local ok, feature = pcall(require, name)
+    if ok and type(feature.detach) == "function" then
+      pcall(feature.detach)
+    end
+  end
+end
+
+function H.create_autocmds()
+  if H.augroup then
+    return
+  end
+  H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
+  -- Connection notices, the statusline's cache and messages waiting for
+  -- an agent (lua/amp/connection.lua, loaded on the first event).
+  vim.api.nvim_create_autocmd("User", {
+    group = H.augroup,
+    pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },
+    desc = "amp: connection notices and statusline",
+    callback = function(ev)
+      require("amp.connection").on_event(ev.match, ev.data, H.get_config())
+    end,
+  })
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = H.augroup,
+    desc = "amp: stop the server and remove its lockfile",
+    callback = function()
+      M.stop()
+    end,
+  })
+  vim.api.nvim_create_autocmd("DirChanged", {
+    group = H.augroup,
+    desc = "amp: update the lockfile's workspace folders",
+    callback = function()
+      if not M.is_running() then
+        return
+      end
+      local _, err = native.call("set_workspace_folders", { vim.fn.getcwd() })
+      if err then
+        H.fail("amp: could not update the workspace folders: " .. err, true)
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("OptionSet", {
+    group = H.augroup,
+    pattern = { "fileformats", "fileencodings" },
+    desc = "amp: read files no buffer has loaded as Neovim would",
+    callback = function()
+      if native.loaded() then
+        native.call("set_read_options", H.read_options())
+      end
+    end,
+  })
+end
+
+-- OpenCtx runs whether or not the Amp server does; it is reconfigured only
+-- when its options change.
+function H.configure_openctx(config)
+  if vim.deep_equal(H.openctx_opts, config.openctx) then
+    return
+  end
+  H.openctx_opts = vim.deepcopy(config.openctx)
+  local ok, err = require("amp.openctx").configure(config.openctx)
+  if not ok then
+    H.fail(err, true)
+  end
+end
+
+--- Show an error. Errors of automatic actions (auto_start, DirChanged) are shown
+--- once per session; errors of explicit calls every time.
+function H.fail(msg, automatic)
+  H.last_error = msg
+  if native.loaded() then
+    native.call("log", "error", msg)
+  end
+  if automatic then
+    if H.reported[msg] then
+      return
+    end
+    H.reported[msg] = true
+  end
+  require("amp.notify").notify(msg, vim.log.levels.ERROR)
+end
+
+return M
