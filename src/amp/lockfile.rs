@@ -142,12 +142,17 @@ pub fn path_for(dir: &Path, port: u16) -> PathBuf {
 /// fsyncs the directory (best effort: once renamed the file is in place, so a failing
 /// directory fsync is not reported). The temp file is removed on error.
 pub fn write(dir: &Path, lock: &Lockfile) -> io::Result<PathBuf> {
-    ensure_dir(dir)?;
     let json = serde_json::to_vec_pretty(lock).map_err(io::Error::other)?;
-    let final_path = path_for(dir, lock.port);
+    write_named(dir, &path_for(dir, lock.port), &json)
+}
+
+/// [`write`] for any protocol's lockfile: `bytes` to `path` (in `dir`),
+/// 0600 in a 0700 directory, atomically.
+pub fn write_named(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    ensure_dir(dir)?;
     // Exactly 0600 whatever the umask: the file holds the auth token.
-    crate::fsutil::replace_with_mode(&final_path, &json, 0o600)?;
-    Ok(final_path)
+    crate::fsutil::replace_with_mode(path, bytes, 0o600)?;
+    Ok(path.to_path_buf())
 }
 
 /// Deletes a lockfile; a file that is already gone counts as success.
@@ -172,13 +177,18 @@ struct PidOnly {
 /// files, temp files, symlinks and lockfiles of live processes are left alone.
 /// A missing or unreadable directory yields an empty list.
 pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+    remove_stale_with_extension(dir, "json")
+}
+
+/// [`remove_stale`] for lockfiles named `*.<extension>` (Claude Code's are `.lock`).
+pub fn remove_stale_with_extension(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut removed = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_json = path.extension() == Some(OsStr::new("json"));
+        let is_json = path.extension() == Some(OsStr::new(extension));
         let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
         if !is_json || !is_file {
             continue;
