@@ -10,11 +10,13 @@
 
 pub mod amp;
 pub mod bridge;
+pub mod claude;
 pub mod editor;
 pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod mcp;
 pub mod openctx;
 pub mod session;
 pub mod text;
@@ -76,6 +78,13 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
             .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
         session::set_workspace_folders(folders).map(|_| Value::Null)
+    })?)?;
+    // at_mentioned(path, line_start, line_end): 0-based, end inclusive; the
+    // number of Claude clients it was queued for.
+    t.set("at_mentioned", export(lua, |args: Vec<Value>| {
+        let path = string_arg("at_mentioned", &args, 0)?;
+        let line = |i: usize| arg(&args, i).as_u64().map(|n| n as usize).ok_or("at_mentioned: expected line numbers");
+        Ok(json!(session::at_mentioned(&path, line(1)?, line(2)?)))
     })?)?;
     t.set("broadcast", export(lua, |args: Vec<Value>| {
         let name = string_arg("broadcast", &args, 0)?;

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::amp::options::ServerOptions;
 use crate::amp::server::{accept_loop, Shared};
 use crate::amp::{lockfile, token};
+use crate::claude::server::ClaudeServer;
 use crate::editor::events;
 use crate::{bridge, log};
 
@@ -24,6 +25,8 @@ struct Session {
     runtime: Runtime,
     shared: Arc<Shared>,
     shutdown: watch::Sender<bool>,
+    /// The Claude Code front-end, when `agents.claude` is on.
+    claude: Option<Arc<ClaudeServer>>,
 }
 
 static CURRENT: Mutex<Option<Session>> = Mutex::new(None);
@@ -90,13 +93,45 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
             Err(e) => announce.record_error(e),
         }
     });
+    let claude = if shared.options.agents.claude {
+        Some(start_claude(&runtime, &shared).map_err(remember)?)
+    } else {
+        None
+    };
     let info = started_info(&shared);
-    *current() = Some(Session { runtime, shared, shutdown });
+    *current() = Some(Session { runtime, shared, shutdown, claude });
     // What the user looks at right now, for the first client.
     visible_files_changed();
     selection_changed();
     buffers_changed();
     Ok(info)
+}
+
+/// The Claude Code front-end: its own loopback port and token, its lockfile
+/// in `~/.claude/ide/` (or `$CLAUDE_CONFIG_DIR/ide/`), fed from `shared`.
+fn start_claude(runtime: &Runtime, shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
+    let lock_dir = crate::claude::protocol::lock_dir_from_env()
+        .ok_or("cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
+    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .map_err(|e| format!("claude: cannot listen on 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let editor = Arc::new(crate::claude::editor_side::Nvim);
+    let server = Arc::new(ClaudeServer::new(shared.clone(), token::generate_token(), port, lock_dir, editor));
+    let listener = {
+        let _guard = runtime.enter();
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
+    };
+    runtime.spawn(crate::claude::server::accept_loop(listener, server.clone()));
+    runtime.spawn(crate::claude::server::track_latest(server.clone()));
+    let announce = server.clone();
+    runtime.spawn(async move {
+        match announce.write_lockfile(true).await {
+            Ok(path) => log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", announce.port, path.display())),
+            Err(e) => announce.core.record_error(e),
+        }
+    });
+    Ok(server)
 }
 
 fn started_info(shared: &Shared) -> Value {
@@ -170,6 +205,11 @@ pub fn stop() {
     if let Err(e) = lockfile::remove(&shared.lockfile_path()) {
         log::warn(format!("cannot remove the lockfile: {e}"));
     }
+    if let Some(claude) = &session.claude {
+        if let Err(e) = lockfile::remove(&claude.lockfile_path()) {
+            log::warn(format!("cannot remove the Claude lockfile: {e}"));
+        }
+    }
     if let Some(e) = shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
         *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
@@ -192,6 +232,10 @@ pub fn status() -> Value {
                 "clients": shared.client_count(),
                 "last_error": error,
                 "version": env!("CARGO_PKG_VERSION"),
+                "agents": {
+                    "amp": { "enabled": true, "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy(), "clients": shared.client_count() },
+                    "claude": s.claude.as_deref().map_or(json!({ "enabled": false }), crate::claude::server::status),
+                },
             })
         }
         None => json!({
@@ -215,12 +259,27 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
             shared.record_error(e);
         }
     });
+    if let Some(claude) = session.claude.clone() {
+        session.runtime.spawn(async move {
+            if let Err(e) = claude.write_lockfile(false).await {
+                claude.core.record_error(e);
+            }
+        });
+    }
     Ok(())
 }
 
 /// Queues a notification for every client; returns how many it reached.
 pub fn broadcast(name: &str, payload: &Value) -> usize {
     current().as_ref().map_or(0, |s| s.shared.broadcast(name, payload))
+}
+
+/// `:Amp ref`: tells connected Claude clients to add lines `line_start..=line_end`
+/// (0-based) of `path` to the prompt; returns how many clients it reached.
+pub fn at_mentioned(path: &str, line_start: usize, line_end: usize) -> usize {
+    let guard = current();
+    let Some(claude) = guard.as_ref().and_then(|s| s.claude.as_ref()) else { return 0 };
+    crate::claude::server::at_mentioned(claude, std::path::Path::new(path), line_start, line_end)
 }
 
 /// Reads the selection and publishes it (called from cursor autocmds).

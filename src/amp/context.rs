@@ -56,7 +56,7 @@ impl RawSelection {
 }
 
 impl RawRegion {
-    fn content(&self, cursor_only: bool) -> String {
+    pub fn content(&self, cursor_only: bool) -> String {
         if cursor_only {
             return String::from_utf8_lossy(self.lines.first().map(Vec::as_slice).unwrap_or_default()).into_owned();
         }
@@ -73,7 +73,8 @@ impl RawRegion {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn utf16_range(&self) -> (usize, usize) {
+    /// Start and end columns in UTF-16 code units (their lines are `lines`' first and last).
+    pub fn utf16_range(&self) -> (usize, usize) {
         let first = self.lines.first().map(Vec::as_slice).unwrap_or_default();
         let last = self.lines.last().map(Vec::as_slice).unwrap_or_default();
         (byte_to_utf16_col(first, self.start_col), byte_to_utf16_col(last, self.end_col))

@@ -43,6 +43,23 @@ pub struct ServerOptions {
     /// How Neovim would read a file (`'fileformats'`, `'fileencodings'`),
     /// for files no buffer has loaded.
     pub read_options: crate::filetext::ReadOptions,
+    /// Which attach protocols are served (`agents` in setup()).
+    pub agents: Agents,
+}
+
+/// The attach protocols served from the one editor state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agents {
+    /// Amp's lockfile and server.
+    pub amp: bool,
+    /// Claude Code's (and OpenCode's) `~/.claude/ide/<port>.lock` and server.
+    pub claude: bool,
+}
+
+impl Default for Agents {
+    fn default() -> Self {
+        Self { amp: true, claude: false }
+    }
 }
 
 impl Default for ServerOptions {
@@ -71,6 +88,7 @@ impl Default for ServerOptions {
             write_autocmds: "post",
             max_file_bytes: 32 * 1024 * 1024,
             read_options: crate::filetext::ReadOptions::default(),
+            agents: Agents::default(),
         }
     }
 }
@@ -131,6 +149,7 @@ impl ServerOptions {
                 }
                 "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
                 "read_options" => o.read_options = read_options(key, v)?,
+                "agents" => o.agents = agents(v)?,
                 // Options of later features pass through untouched.
                 _ => {}
             }
@@ -200,5 +219,40 @@ mod tests {
     fn port_range_is_a_pair() {
         let o = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "port_range": [4000, 4010]})).unwrap();
         assert_eq!(o.port_range, Some((4000, 4010)));
+    }
+}
+
+fn agents(v: &Value) -> Result<Agents, String> {
+    let mut out = Agents::default();
+    let map = match v {
+        Value::Object(map) => map,
+        Value::Array(a) if a.is_empty() => return Ok(out),
+        _ => return Err(format!("start: agents must be a table like {{ amp = true, claude = true }}, got {v}")),
+    };
+    for (name, on) in map {
+        let on = on.as_bool().ok_or_else(|| format!("start: agents.{name} must be a boolean, got {on}"))?;
+        match name.as_str() {
+            "amp" => out.amp = on,
+            "claude" => out.claude = on,
+            // Protocols of later releases (gemini) pass through.
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod agents_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agents_default_to_amp_only_and_are_checked() {
+        let base = json!({ "workspace_folders": ["/w"] });
+        assert_eq!(ServerOptions::from_json(&base).unwrap().agents, Agents { amp: true, claude: false });
+        let both = json!({ "workspace_folders": ["/w"], "agents": { "claude": true } });
+        assert_eq!(ServerOptions::from_json(&both).unwrap().agents, Agents { amp: true, claude: true });
+        let bad = json!({ "workspace_folders": ["/w"], "agents": { "claude": "yes" } });
+        assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.claude"));
     }
 }
