@@ -20,6 +20,7 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
+---@field agents { amp: boolean, claude: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -34,6 +35,11 @@ local H = {}
 M.defaults = {
   -- Start the server as soon as `setup()` runs.
   auto_start = true,
+  -- The terminal agents served, all from the same editor state. `claude`
+  -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
+  -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port:
+  -- off unless asked for.
+  agents = { amp = true, claude = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -126,7 +132,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch", "edits", "install", "openctx" }) do
+  for _, key in ipairs({ "agents", "server", "selection", "watch", "edits", "install", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp.setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -167,6 +173,8 @@ end
 function M.validate(config)
   local checks = {
     { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
+    { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
+    { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },

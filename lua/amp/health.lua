@@ -30,11 +30,38 @@ function M.check()
   health.start("amp.nvim-rs: lockfile")
   H.check_lockfile(status)
 
+  health.start("amp.nvim-rs: agents")
+  H.check_agents(status)
+
   health.start("amp.nvim-rs: optional tools")
   H.check_node()
 
   health.start("amp.nvim-rs: OpenCtx")
   H.check_openctx()
+end
+
+--- Every attach protocol: enabled, port, lockfile, connected clients.
+function H.check_agents(status)
+  local agents = status and status.running and status.agents
+  if not agents then
+    health.info("the server is not running")
+    return
+  end
+  for _, name in ipairs({ "amp", "claude" }) do
+    local a = agents[name] or {}
+    if a.enabled then
+      local lock_ok = a.lockfile and vim.uv.fs_stat(a.lockfile) ~= nil
+      local line = ("%s: port %s, %d client%s, lockfile %s"):format(
+        name, tostring(a.port), tonumber(a.clients) or 0, (tonumber(a.clients) or 0) == 1 and "" or "s", tostring(a.lockfile))
+      if lock_ok then
+        health.ok(line)
+      else
+        health.warn(line .. " (missing)")
+      end
+    else
+      health.info(name .. ": disabled (agents." .. name .. " = false)")
+    end
+  end
 end
 
 function H.check_neovim()
