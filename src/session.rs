@@ -70,7 +70,12 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?
     };
-    runtime.spawn(accept_loop(listener, shared.clone()));
+    // With agents.amp off the shared state still runs (it feeds the other
+    // protocols), but no Amp client is accepted and no Amp lockfile written.
+    let amp_on = shared.options.agents.amp;
+    if amp_on {
+        runtime.spawn(accept_loop(listener, shared.clone()));
+    }
     if shared.options.watch_files {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let _ = shared.file_watch.set(tx);
@@ -83,6 +88,11 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
             for path in removed {
                 log::info(format!("removed stale lockfile {}", path.display()));
             }
+        }
+        if !announce.options.agents.amp {
+            let data = started_info(&announce);
+            let _ = bridge::post(move || events::fire("AmpServerStarted", &data));
+            return;
         }
         match announce.write_lockfile().await {
             Ok(path) => {
@@ -233,7 +243,7 @@ pub fn status() -> Value {
                 "last_error": error,
                 "version": env!("CARGO_PKG_VERSION"),
                 "agents": {
-                    "amp": { "enabled": true, "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy(), "clients": shared.client_count() },
+                    "amp": { "enabled": shared.options.agents.amp, "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy(), "clients": shared.client_count() },
                     "claude": s.claude.as_deref().map_or(json!({ "enabled": false }), crate::claude::server::status),
                 },
             })

@@ -60,4 +60,136 @@ function M.save(path)
   return true
 end
 
+-- Review views of openDiff ---------------------------------------------------
+-- One tab page per review: the file as it is (left; its buffer when loaded)
+-- and the proposal (right), an editable scratch buffer, in diff mode.
+-- `:w` in the proposal accepts it (with the user's edits), closing it
+-- without writing rejects it. `decide(tab_name, accepted, text)` is set by
+-- editor_side.rs: it answers the agent's blocked openDiff.
+M.reviews = {} -- tab_name -> { buf = proposal buffer, tab = tabpage }
+
+local function close_review(name)
+  local review = M.reviews[name]
+  if not review then
+    return false
+  end
+  M.reviews[name] = nil
+  if vim.api.nvim_tabpage_is_valid(review.tab) then
+    local wins = vim.api.nvim_tabpage_list_wins(review.tab)
+    if #vim.api.nvim_list_tabpages() > 1 then
+      for _, win in ipairs(wins) do
+        if vim.api.nvim_win_is_valid(win) then
+          vim.api.nvim_win_call(win, function()
+            vim.cmd.diffoff()
+          end)
+          pcall(vim.api.nvim_win_close, win, true)
+        end
+      end
+    end
+  end
+  if vim.api.nvim_buf_is_valid(review.buf) then
+    pcall(vim.api.nvim_buf_delete, review.buf, { force = true })
+  end
+  return true
+end
+
+local function decide_once(name, accepted, text)
+  local review = M.reviews[name]
+  if not review or review.decided then
+    return
+  end
+  review.decided = true
+  M.decide(name, accepted, text)
+end
+
+function M.open_diff(name, path, contents)
+  if M.reviews[name] then
+    close_review(name)
+  end
+  vim.cmd.tabnew()
+  local tab = vim.api.nvim_get_current_tabpage()
+  local left = vim.api.nvim_get_current_win()
+  local scratch = vim.api.nvim_get_current_buf()
+  if vim.uv.fs_stat(path) then
+    vim.cmd.edit({ args = { path }, magic = { file = false } })
+  end
+  if vim.api.nvim_buf_is_valid(scratch) and scratch ~= vim.api.nvim_get_current_buf() then
+    pcall(vim.api.nvim_buf_delete, scratch, { force = true })
+  end
+  local ft = vim.bo.filetype
+  -- The file's own buffer, with unsaved changes: the review says so (accept
+  -- still answers the proposal; the agent writes the file and the buffer
+  -- then shows the conflict, see :Amp diff).
+  local real_dirty_note = vim.bo.modified
+  vim.cmd.diffthis()
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.bo[buf].buftype = "acwrite"
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  local lines = vim.split(contents, "\n", { plain = true })
+  local eol = lines[#lines] == ""
+  if eol then
+    table.remove(lines)
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modified = false
+  pcall(vim.api.nvim_buf_set_name, buf, name .. " (proposed by Claude)")
+  if ft ~= "" then
+    vim.bo[buf].filetype = ft
+  end
+  vim.cmd.vsplit({ mods = { split = "belowright" } })
+  local right = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_buf(right, buf)
+  vim.cmd.diffthis()
+  local bar = ":w accepts (your edits included), :q rejects"
+  if real_dirty_note then
+    bar = bar .. " | the file's buffer has unsaved changes"
+  end
+  vim.wo[right].winbar = bar
+  M.reviews[name] = { buf = buf, tab = tab, left = left }
+  local group = vim.api.nvim_create_augroup("amp_claude_review_" .. buf, { clear = true })
+  vim.api.nvim_create_autocmd("BufWriteCmd", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+      if eol then
+        text = text .. "\n"
+      end
+      vim.bo[buf].modified = false
+      decide_once(name, true, text)
+      vim.schedule(function()
+        close_review(name)
+      end)
+    end,
+  })
+  vim.api.nvim_create_autocmd({ "BufWipeout", "BufHidden" }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      decide_once(name, false, nil)
+      vim.schedule(function()
+        close_review(name)
+      end)
+    end,
+  })
+end
+
+-- The agent closes a review (close_tab / closeAllDiffTabs); one still
+-- pending counts as rejected.
+function M.close_diff(name)
+  decide_once(name, false, nil)
+  return close_review(name)
+end
+
+function M.close_all_diffs()
+  local n = 0
+  for name in pairs(vim.deepcopy(M.reviews)) do
+    if M.close_diff(name) then
+      n = n + 1
+    end
+  end
+  return n
+end
+
 return M

@@ -7,7 +7,12 @@ use std::cell::OnceCell;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::tools::{Diagnostic, EditorFuture, EditorSide, OpenEditor};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use super::tools::{Diagnostic, DiffOutcome, EditorFuture, EditorSide, OpenEditor};
 use crate::bridge::on_main;
 use crate::editor::{diagnostics, nvim, open};
 use crate::text::byte_to_utf16_col;
@@ -28,9 +33,42 @@ fn chunk() -> Result<mlua::Table, String> {
             .set_name("@amp_core/claude/editor_side.lua")
             .call(())
             .map_err(|e| e.to_string())?;
+        // The reviews' decisions come back through this one function
+        // (created once: mlua functions are never collected).
+        let decide = lua
+            .create_function(|_, (name, accepted, text): (String, bool, Option<mlua::String>)| {
+                let outcome = match (accepted, text) {
+                    (true, Some(text)) => DiffOutcome::Saved(text.to_string_lossy()),
+                    _ => DiffOutcome::Rejected,
+                };
+                if let Some(waiting) = pending().remove(&name) {
+                    let _ = waiting.send(outcome);
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+        table.set("decide", decide).map_err(|e| e.to_string())?;
         let _ = cell.set(table.clone());
         Ok(table)
     })
+}
+
+/// The `openDiff` requests waiting for the user, by review name.
+static PENDING: Mutex<Option<HashMap<String, oneshot::Sender<DiffOutcome>>>> = Mutex::new(None);
+
+struct Pending(std::sync::MutexGuard<'static, Option<HashMap<String, oneshot::Sender<DiffOutcome>>>>);
+
+impl Pending {
+    fn map(&mut self) -> &mut HashMap<String, oneshot::Sender<DiffOutcome>> {
+        self.0.get_or_insert_with(HashMap::new)
+    }
+    fn remove(&mut self, name: &str) -> Option<oneshot::Sender<DiffOutcome>> {
+        self.map().remove(name)
+    }
+}
+
+fn pending() -> Pending {
+    Pending(PENDING.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(name: &str, args: A) -> Result<R, String> {
@@ -115,5 +153,32 @@ impl EditorSide for Nvim {
             }
             on_main(move || open::open_path(path, None)).await.map_err(|e| e.to_string())?
         })
+    }
+
+    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            // A second openDiff of the same name replaces the first: that
+            // one is answered as rejected, never left hanging.
+            if let Some(old) = pending().map().insert(tab_name.clone(), tx) {
+                let _ = old.send(DiffOutcome::Rejected);
+            }
+            let name = tab_name.clone();
+            let shown = on_main(move || call::<_, ()>("open_diff", (name, path_string(&path), contents))).await;
+            if let Err(e) = shown.map_err(|e| e.to_string()).and_then(|r| r) {
+                pending().remove(&tab_name);
+                return Err(e);
+            }
+            // Dropped only when Neovim shuts down: then there is no decision.
+            rx.await.map_err(|_| "the review was closed without a decision (Neovim is exiting)".to_string())
+        })
+    }
+
+    fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool> {
+        Box::pin(async move { on_main(move || call::<_, bool>("close_diff", tab_name)).await.map_err(|e| e.to_string())? })
+    }
+
+    fn close_all_diffs(&self) -> EditorFuture<'_, usize> {
+        Box::pin(async move { on_main(|| call::<_, usize>("close_all_diffs", ())).await.map_err(|e| e.to_string())? })
     }
 }

@@ -88,6 +88,12 @@ pub fn tools() -> Value {
         tool("saveDocument", "Save a document with unsaved changes", json!({
             "filePath": path("Path to the file to save"),
         }), &["filePath"]),
+        tool("openDiff", "Open a diff view comparing a file with proposed contents; blocks until the user accepts (FILE_SAVED and the final text) or rejects (DIFF_REJECTED)", json!({
+            "old_file_path": path("Path to the file being changed"),
+            "new_file_path": path("Path the new contents are for"),
+            "new_file_contents": path("The whole proposed file"),
+            "tab_name": path("Name of the review"),
+        }), &["old_file_path", "new_file_path", "new_file_contents", "tab_name"]),
         tool("close_tab", "Close a tab by name", json!({ "tab_name": path("Name of the tab to close") }), &["tab_name"]),
         tool("closeAllDiffTabs", "Close all diff tabs in the editor", json!({}), &[]),
     ] })
@@ -195,7 +201,7 @@ mod tests {
     fn tools_are_vs_code_names_with_object_schemas() {
         let tools = tools();
         let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-        for name in ["openFile", "getCurrentSelection", "getLatestSelection", "getOpenEditors", "getWorkspaceFolders",
+        for name in ["openFile", "openDiff", "getCurrentSelection", "getLatestSelection", "getOpenEditors", "getWorkspaceFolders",
                      "getDiagnostics", "checkDocumentDirty", "saveDocument", "close_tab", "closeAllDiffTabs"] {
             assert!(names.contains(&name), "{name}");
         }

@@ -35,6 +35,15 @@ pub struct OpenEditor {
     pub filetype: String,
 }
 
+/// How the user decided on an `openDiff` review.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DiffOutcome {
+    /// `:w` in the proposal: its final text, the user's edits included.
+    Saved(String),
+    /// Closed without writing, or closed by the agent while pending.
+    Rejected,
+}
+
 /// What the Claude front-end needs from the editor (its Neovim side is
 /// `editor_side.rs`, the only part of `claude/` that touches Neovim).
 pub trait EditorSide: Send + Sync {
@@ -46,6 +55,13 @@ pub trait EditorSide: Send + Sync {
     /// Writes the buffer of `path`; `None` when no buffer has the file.
     fn save(&self, path: PathBuf) -> EditorFuture<'_, Option<()>>;
     fn open(&self, path: PathBuf) -> EditorFuture<'_, ()>;
+    /// Shows the review `tab_name` of `contents` against `path` and waits
+    /// (without blocking anything) until the user decides.
+    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome>;
+    /// Closes the review `tab_name`; whether there was one.
+    fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool>;
+    /// Closes every review; how many there were.
+    fn close_all_diffs(&self) -> EditorFuture<'_, usize>;
 }
 
 /// What a request needs besides the editor.
@@ -185,9 +201,32 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             cx.editor.open(path).await.map_err(editor_error)?;
             Ok(plain(&format!("Opened file: {shown}")))
         }
-        // No review views yet (openDiff is not listed): nothing to close.
-        "close_tab" => Ok(plain("TAB_CLOSED")),
-        "closeAllDiffTabs" => Ok(plain("CLOSED_0_DIFF_TABS")),
+        "openDiff" => {
+            // new_file_path is the file Claude will write (the same as
+            // old_file_path when editing); the review compares against it.
+            let path = path_arg(args, "new_file_path", cx).or_else(|_| path_arg(args, "old_file_path", cx))?;
+            let contents = match args.get("new_file_contents") {
+                Some(Value::String(s)) => s.clone(),
+                _ => return Err((mcp::INVALID_PARAMS, "new_file_contents must be a string".into())),
+            };
+            let tab_name = string_arg(args, "tab_name")?;
+            // FILE_SAVED carries the final text: Claude writes the file
+            // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
+            // a rejection is always DIFF_REJECTED.
+            Ok(match cx.editor.open_diff(tab_name.clone(), path, contents).await.map_err(editor_error)? {
+                DiffOutcome::Saved(text) => mcp::text_content(&["FILE_SAVED", &text], false),
+                DiffOutcome::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
+            })
+        }
+        "close_tab" => {
+            let tab_name = string_arg(args, "tab_name")?;
+            cx.editor.close_diff(tab_name).await.map_err(editor_error)?;
+            Ok(plain("TAB_CLOSED"))
+        }
+        "closeAllDiffTabs" => {
+            let n = cx.editor.close_all_diffs().await.map_err(editor_error)?;
+            Ok(plain(&format!("CLOSED_{n}_DIFF_TABS")))
+        }
         other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
     }
 }
@@ -235,6 +274,36 @@ mod tests {
                 Ok(())
             })
         }
+        fn open_diff(&self, tab_name: String, _path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome> {
+            Box::pin(async move {
+                Ok(if tab_name == "accept" { DiffOutcome::Saved(contents + "edited\n") } else { DiffOutcome::Rejected })
+            })
+        }
+        fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool> {
+            Box::pin(async move { Ok(tab_name == "open") })
+        }
+        fn close_all_diffs(&self) -> EditorFuture<'_, usize> {
+            Box::pin(async { Ok(2) })
+        }
+    }
+
+    #[test]
+    fn open_diff_answers_file_saved_with_the_final_text_or_diff_rejected() {
+        let fake = Fake::default();
+        block_on(async {
+            let c = cx(&fake);
+            let call = |tab: &str| json!({"name": "openDiff", "arguments": {
+                "old_file_path": "/w/a.rs", "new_file_path": "/w/a.rs", "new_file_contents": "x\n", "tab_name": tab}});
+            let saved = answer("tools/call", &call("accept"), &c).await.unwrap();
+            assert_eq!(saved, json!({"content": [{"type": "text", "text": "FILE_SAVED"}, {"type": "text", "text": "x\nedited\n"}]}));
+            let rejected = answer("tools/call", &call("no"), &c).await.unwrap();
+            assert_eq!(rejected["content"][0]["text"], "DIFF_REJECTED");
+            assert_ne!(rejected["content"][0]["text"], "TAB_CLOSED");
+            assert_eq!(tool(&c, "close_tab", json!({"tab_name": "open"})).await, "TAB_CLOSED");
+            assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_2_DIFF_TABS");
+            let bad = json!({"name": "openDiff", "arguments": {"new_file_path": "/w/a.rs", "tab_name": "t"}});
+            assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
+        });
     }
 
     fn cx(editor: &Fake) -> Context<'_> {
@@ -296,7 +365,6 @@ mod tests {
             assert_eq!(tool(&c, "getOpenEditors", json!({})).await["tabs"][0]["label"], "a.rs");
             assert_eq!(tool(&c, "getWorkspaceFolders", json!({})).await["folders"][0]["path"], "/w");
             assert_eq!(tool(&c, "getCurrentSelection", json!({})).await["success"], false);
-            assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_0_DIFF_TABS");
             let missing = answer("tools/call", &json!({"name": "openFile", "arguments": {}}), &c).await.unwrap_err();
             assert_eq!(missing.0, mcp::INVALID_PARAMS);
             let sel = RawSelection::cursor("/w/a.rs".into(), 1, 0, b"x".to_vec());

@@ -96,6 +96,17 @@ def test_claude_is_off_by_default(nvim_factory):
     assert not (ed.env.home / ".claude" / "ide").exists()
 
 
+def test_claude_alone_without_amp(nvim_factory, amp_env):
+    ed = nvim_factory(agents={"amp": False, "claude": True}, _wait=False)
+    path, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    assert c.tool("getWorkspaceFolders")["folders"][0]["path"] == str(amp_env.workspace)
+    c.close()
+    assert ed.lua("return require('amp').status().agents.amp.enabled") is False
+    assert ed.own_lockfiles() == {}
+
+
 def test_claude_lockfile_follows_cd_and_goes_on_exit(nvim_factory, amp_env):
     ed = nvim_factory(**SETUP)
     path, lock, status = claude_lock(ed)
@@ -253,3 +264,72 @@ def test_real_claude_sees_the_selection_and_calls_get_diagnostics(nvim_factory, 
     finally:
         tmux.close()
         mock.close()
+
+
+def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "code.py"
+    f.write_text("one\ntwo\nthree\n")
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+
+    def open_diff(tab, contents):
+        c.next_id += 1
+        c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call", "params": {
+            "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
+                                              "new_file_contents": contents, "tab_name": tab},
+            "_meta": {"progressToken": 7}}}))
+        return c.next_id
+
+    def reply(id, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+            if msg.get("id") == id:
+                return msg
+            c.notifications.append(msg)
+
+    def proposal_buffer(tab):
+        return wait_for(lambda: ed.lua("""
+            for _, b in ipairs(vim.api.nvim_list_bufs()) do
+              if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
+            end
+            return false""", tab + " (proposed by Claude)"), 10, "the review's proposal buffer")
+
+    # Accept: the user tweaks the proposal, then :w.
+    id = open_diff("✻ [Claude Code] code.py", "one\nTWO\nthree\n")
+    buf = proposal_buffer("✻ [Claude Code] code.py")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2
+    assert ed.lua("return vim.wo.diff") is True
+    assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'THREE (mine)' })")
+    ed.nvim.command("write")
+    answer = reply(id)
+    assert answer["result"]["content"] == [{"type": "text", "text": "FILE_SAVED"},
+                                           {"type": "text", "text": "one\nTWO\nTHREE (mine)\n"}]
+    # The editor never writes the file: Claude does.
+    assert f.read_text() == "one\ntwo\nthree\n"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert ed.lua("return vim.wo.diff") is False
+
+    # Reject: :q in the proposal answers DIFF_REJECTED, never TAB_CLOSED.
+    id = open_diff("review 2", "one\nzwei\nthree\n")
+    proposal_buffer("review 2")
+    ed.nvim.command("quit")
+    answer = reply(id)
+    assert answer["result"]["content"][0]["text"] == "DIFF_REJECTED"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+
+    # The agent's close_tab of a pending review rejects and closes it.
+    id = open_diff("review 3", "uno\n")
+    proposal_buffer("review 3")
+    c.ws.send(json.dumps({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
+                          "params": {"name": "close_tab", "arguments": {"tab_name": "review 3"}}}))
+    assert reply(id)["result"]["content"][0]["text"] == "DIFF_REJECTED"
+    assert reply(999)["result"]["content"][0]["text"] == "TAB_CLOSED"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert c.tool("closeAllDiffTabs") == "CLOSED_0_DIFF_TABS"
+    assert f.read_text() == "one\ntwo\nthree\n"
+    c.close()
