@@ -333,3 +333,73 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
     assert c.tool("closeAllDiffTabs") == "CLOSED_0_DIFF_TABS"
     assert f.read_text() == "one\ntwo\nthree\n"
     c.close()
+
+
+@pytest.mark.skipif(not ah.claude_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
+def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "story.txt"
+    f.write_text("once\nupon\na time\n")
+    read = {"type": "tool_use", "name": "Read", "input": {"file_path": str(f)}}
+    mock = ah.AnthropicMock([
+        [read],
+        [{"type": "tool_use", "name": "Edit", "input": {"file_path": str(f), "old_string": "upon", "new_string": "UPON"}}],
+        [{"type": "text", "text": "Edited."}],
+        [{"type": "tool_use", "name": "Edit", "input": {"file_path": str(f), "old_string": "once", "new_string": "twice"}}],
+        [{"type": "text", "text": "Understood."}],
+    ])
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    env = ah.claude_home(amp_env.home, amp_env.workspace)
+    env.update({"ANTHROPIC_BASE_URL": mock.url, "CLAUDE_CODE_SSE_PORT": str(status["port"]),
+                "ENABLE_IDE_INTEGRATION": "true"})
+    tmux = ah.Tmux(amp_env.root, [str(ah.CLAUDE), "--permission-mode", "default"], env, amp_env.workspace)
+
+    def review_open():
+        return ed.lua("""
+            for _, b in ipairs(vim.api.nvim_list_bufs()) do
+              if vim.api.nvim_buf_get_name(b):find("(proposed by Claude)", 1, true) then return b end
+            end
+            return false""")
+
+    def tool_results(rs):
+        return [r for r in rs if r.get("tools") and "tool_result" in json.dumps(r["messages"][-1:])]
+
+    try:
+        wait_for(lambda: claude_status(ed)["clients"] == 1, 60, "the real claude to connect")
+        tmux.wait_screen("? for shortcuts", 60)
+        tmux.keys("capitalize upon", literal=True)
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        try:
+            buf = wait_for(review_open, 60, "Claude's openDiff review in Neovim")
+        except AssertionError:
+            raise AssertionError("no review opened; screen:\n" + tmux.screen())
+        # The proposal, tweaked by the user, then :w in it.
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
+        ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
+        ed.nvim.command("write")
+        # Claude writes the file itself, with the user's edit.
+        wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Claude to write the accepted text")
+        after_edit = mock.wait_for(lambda rs: len(tool_results(rs)) >= 2 and tool_results(rs)[1:], 60)[0]
+        assert "The user modified your proposed changes before accepting them" in ah.request_text(after_edit)
+        # Neovim's buffer follows the disk.
+        wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
+
+        # Second edit: rejected with :q in the review.
+        tmux.wait_screen("Edited.", 60)
+        tmux.keys("now change once", literal=True)
+        time.sleep(0.3)
+        tmux.keys("Enter")
+        buf = wait_for(review_open, 60, "the second review")
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        ed.nvim.command("quit")
+        # A rejection ends Claude's turn (no further request to the model).
+        tmux.wait_screen("Rejected update to story.txt", 30)
+        wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
+        time.sleep(1.0)
+        assert f.read_text() == "once\nUPON\na good time\n"
+    finally:
+        tmux.close()
+        mock.close()
