@@ -412,7 +412,7 @@ type BudgetWait = std::pin::Pin<
 /// twice its length, since the text and its decoded form (serde_json's copy
 /// of every string) both live until the answer is sent; never more than the
 /// whole budget (or it could never run).
-fn budget_cost(len: usize, budget: usize) -> u32 {
+pub fn budget_cost(len: usize, budget: usize) -> u32 {
     len.saturating_mul(2).clamp(1, budget.min(u32::MAX as usize)) as u32
 }
 

@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools::{self, EditorSide};
-use crate::amp::connection::{close, finish, upgrade_with, UpgradePolicy, Ws, WRITE_TIMEOUT};
+use crate::amp::connection::{budget_cost, close, finish, upgrade_with, UpgradePolicy, Ws, WRITE_TIMEOUT};
 use crate::amp::context::{PublishedSelection, RawSelection};
 use crate::amp::handshake::TokenIn;
 use crate::amp::lockfile;
@@ -218,6 +218,14 @@ async fn run(mut ws: Ws, server: &Arc<ClaudeServer>, outbound: mpsc::Sender<Stri
                 match frame {
                     Some(Ok(Message::Text(text))) => match mcp::decode(&text) {
                         Ok(mcp::Incoming::Request { id, method, params }) => {
+                            // The in-flight byte budget of every client of every
+                            // protocol: a request that does not fit is refused
+                            // rather than queued.
+                            let cost = budget_cost(text.len(), server.core.options.max_inflight_bytes);
+                            let Ok(held) = server.core.budget.clone().try_acquire_many_owned(cost) else {
+                                let _ = outbound.try_send(mcp::error(&id, mcp::INTERNAL_ERROR, "busy: too many bytes of requests in flight"));
+                                continue;
+                            };
                             // Clients that send no ide_connected (OpenCode) get the
                             // selection once they list the tools.
                             if method == "tools/list" && pusher.is_none() {
@@ -229,21 +237,19 @@ async fn run(mut ws: Ws, server: &Arc<ClaudeServer>, outbound: mpsc::Sender<Stri
                                 let reply = answer(&server, &id, &method, &params).await;
                                 drop(permit);
                                 let _ = outbound.send(reply).await;
+                                drop(held);
                             });
                         }
-                        Ok(mcp::Incoming::Notification { method, params }) => match method.as_str() {
-                            // Claude Code drops notifications that come before its
-                            // ide_connected (checked with 2.1.330): the selection
-                            // is pushed from then on.
-                            "ide_connected" => {
-                                let pid = params.get("pid").and_then(Value::as_u64);
-                                log::info(format!("claude: ide_connected from pid {pid:?}"));
-                                if pusher.is_none() {
-                                    pusher = Some(tokio::spawn(push_selection(server.clone(), outbound.clone())));
-                                }
+                        // The selection is pushed from ide_connected on (and sent
+                        // again shortly after: see RESEND_AFTER_CONNECT).
+                        Ok(mcp::Incoming::Notification { method, params }) if method == "ide_connected" => {
+                            let pid = params.get("pid").and_then(Value::as_u64);
+                            log::info(format!("claude: ide_connected from pid {pid:?}"));
+                            if pusher.is_none() {
+                                pusher = Some(tokio::spawn(push_selection(server.clone(), outbound.clone())));
                             }
-                            _ => {}
-                        },
+                        }
+                        Ok(mcp::Incoming::Notification { .. }) => {}
                         Ok(mcp::Incoming::Response { .. }) => {}
                         Err(bad) => {
                             let _ = outbound.try_send(mcp::error(&bad.id, bad.code, &bad.message));
