@@ -11,7 +11,7 @@ import pytest
 from websockets.exceptions import InvalidStatus, InvalidHandshake
 from websockets.sync.client import connect
 
-from conftest import wait_for
+from conftest import dead_pid, wait_for
 import agents_helpers as ah
 
 SETUP = {"agents": {"amp": True, "claude": True}}
@@ -127,6 +127,25 @@ def test_claude_lockfile_follows_cd_and_goes_on_exit(nvim_factory, amp_env):
     wait_for(lambda: json.loads(path.read_text())["workspaceFolders"] == [str(other)], 10, "the lockfile to follow :cd")
     assert ed.quit() == 0
     assert not path.exists()
+
+
+def test_claude_config_dir_and_stale_lockfiles(nvim_factory, amp_env):
+    config = amp_env.root / "claude config"
+    ide = config / "ide"
+    ide.mkdir(parents=True)
+    stale = ide / "1.lock"
+    stale.write_text(json.dumps({"pid": dead_pid(), "transport": "ws"}))
+    alive = ide / "2.lock"
+    alive.write_text(json.dumps({"pid": os.getpid(), "transport": "ws"}))
+    other = ide / "notes.json"
+    other.write_text(json.dumps({"pid": dead_pid()}))
+    ed = nvim_factory(**SETUP, _extra_env={"CLAUDE_CONFIG_DIR": str(config)})
+    status = wait_for(lambda: (claude_status(ed) or {}).get("port") and claude_status(ed), 10, "the Claude server")
+    path = ide / f"{status['port']}.lock"
+    assert status["lockfile"] == str(path)
+    wait_for(path.exists, 10, "the lockfile under CLAUDE_CONFIG_DIR")
+    assert not stale.exists() and alive.exists() and other.exists()
+    assert not (amp_env.home / ".claude").exists()
 
 
 def test_claude_handshake_needs_the_header_token(nvim_factory):
