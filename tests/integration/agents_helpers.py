@@ -275,3 +275,45 @@ class Tmux:
 
     def close(self):
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+
+
+# Gemini CLI -----------------------------------------------------------------
+
+def gemini_available() -> bool:
+    return GEMINI.is_file() and shutil.which("node") is not None and shutil.which("tmux") is not None
+
+
+def gemini_home(home: Path, ide: bool = True) -> dict[str, str]:
+    """A HOME for Gemini CLI: API-key auth with a dummy key, the IDE
+    integration on, the workspace trusted; returns the environment."""
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    settings = {"ide": {"enabled": ide, "hasSeenNudge": True},
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                "privacy": {"usageStatisticsEnabled": False}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "HOME": str(home),
+        "GEMINI_API_KEY": "gemini-dummy-offline-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+def gemini_fake_responses(path: Path, turns: list[list[dict]]) -> Path:
+    """The JSONL that `--fake-responses-non-strict` replays: one streamed
+    model turn per line, each a list of parts (`{"text": ...}` or
+    `{"functionCall": {"name": ..., "args": {...}}}`)."""
+    lines = []
+    for parts in turns:
+        chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20}}
+        lines.append(json.dumps({"method": "generateContentStream", "response": [chunk]}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def gemini_argv(responses: Path) -> list[str]:
+    return ["node", str(GEMINI), "--fake-responses-non-strict", str(responses)]
