@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
-use super::tools::{Diagnostic, DiffOutcome, EditorFuture, EditorSide, OpenEditor};
+use super::tools::{Diagnostic, DiffOutcome, EditorFuture, EditorSide, OpenEditor, TextToSelect};
 use crate::bridge::on_main;
 use crate::editor::{diagnostics, nvim, open};
 use crate::text::byte_to_utf16_col;
@@ -143,7 +143,7 @@ impl EditorSide for Nvim {
         })
     }
 
-    fn open(&self, path: PathBuf) -> EditorFuture<'_, ()> {
+    fn open(&self, path: PathBuf, select: Option<TextToSelect>) -> EditorFuture<'_, ()> {
         Box::pin(async move {
             // A FIFO or a device would block or flood the main thread: only
             // regular files and directories are opened (as for Amp's openURI).
@@ -151,7 +151,16 @@ impl EditorSide for Nvim {
             if !meta.is_file() && !meta.is_dir() {
                 return Err(format!("cannot open {}: not a regular file", path.display()));
             }
-            on_main(move || open::open_path(path, None)).await.map_err(|e| e.to_string())?
+            on_main(move || {
+                open::open_path(path, None)?;
+                if let Some(t) = select {
+                    // Not found: the file is shown, nothing is selected.
+                    let _found: bool = call("select_text", (t.start_text, t.end_text, t.to_end_of_line))?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| e.to_string())?
         })
     }
 

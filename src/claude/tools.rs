@@ -35,6 +35,15 @@ pub struct OpenEditor {
     pub filetype: String,
 }
 
+/// `openFile`'s selection: from the first `start_text` to the first
+/// `end_text` after it (to the end of `start_text` without one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextToSelect {
+    pub start_text: String,
+    pub end_text: Option<String>,
+    pub to_end_of_line: bool,
+}
+
 /// How the user decided on an `openDiff` review.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DiffOutcome {
@@ -54,7 +63,8 @@ pub trait EditorSide: Send + Sync {
     fn dirty(&self, path: PathBuf) -> EditorFuture<'_, Option<bool>>;
     /// Writes the buffer of `path`; `None` when no buffer has the file.
     fn save(&self, path: PathBuf) -> EditorFuture<'_, Option<()>>;
-    fn open(&self, path: PathBuf) -> EditorFuture<'_, ()>;
+    /// Shows `path`; with `select`, selects that text in it.
+    fn open(&self, path: PathBuf, select: Option<TextToSelect>) -> EditorFuture<'_, ()>;
     /// Shows the review `tab_name` of `contents` against `path` and waits
     /// (without blocking anything) until the user decides.
     fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome>;
@@ -198,7 +208,15 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         "openFile" => {
             let path = path_arg(args, "filePath", cx)?;
             let shown = path.to_string_lossy().into_owned();
-            cx.editor.open(path).await.map_err(editor_error)?;
+            let select = match args.get("startText") {
+                Some(Value::String(start)) if !start.is_empty() => Some(TextToSelect {
+                    start_text: start.clone(),
+                    end_text: args.get("endText").and_then(Value::as_str).filter(|e| !e.is_empty()).map(str::to_owned),
+                    to_end_of_line: args.get("selectToEndOfLine").and_then(Value::as_bool).unwrap_or(false),
+                }),
+                _ => None,
+            };
+            cx.editor.open(path, select).await.map_err(editor_error)?;
             Ok(plain(&format!("Opened file: {shown}")))
         }
         "openDiff" => {
@@ -268,7 +286,7 @@ mod tests {
                 Ok(Some(()))
             })
         }
-        fn open(&self, path: PathBuf) -> EditorFuture<'_, ()> {
+        fn open(&self, path: PathBuf, _select: Option<TextToSelect>) -> EditorFuture<'_, ()> {
             Box::pin(async move {
                 self.opened.lock().unwrap().push(path);
                 Ok(())

@@ -227,6 +227,11 @@ def test_claude_tools_answer_from_live_buffers(nvim_factory, amp_env):
     ed.nvim.command("2,3Amp ref")
     mention = c.wait_notification("at_mentioned")
     assert mention == {"filePath": str(f), "lineStart": 1, "lineEnd": 2}
+    # openFile with startText/endText selects that text.
+    c.tool("openFile", {"filePath": str(f), "startText": "second", "endText": "line"})
+    assert c.wait_notification("selection_changed", lambda p: p["text"] == "second line")["selection"]["start"] \
+        == {"line": 1, "character": 0}
+    ed.nvim.input("<Esc>")
     ed.nvim.command("Amp status")
     assert f"claude on :{status['port']}, 1 client" in ed.messages()
     ed.nvim.command("checkhealth amp")
