@@ -258,6 +258,28 @@ class Tmux:
             args.append("-l")
         subprocess.run(args + list(keys), check=True)
 
+    def submit(self, text: str):
+        """Types `text` and presses Enter apart from it (keys that come
+        together count as a paste, Enter included)."""
+        self.keys(text, literal=True)
+        time.sleep(0.5)
+        self.keys("Enter")
+
+    def answer_dialog(self, question: str, timeout: float = 60.0):
+        """Waits for a dialog showing `question` and takes its default
+        choice (Enter), again while it stays (a key pressed while the dialog
+        is still being drawn can be lost)."""
+        self.wait_screen(question, timeout)
+        for _ in range(5):
+            time.sleep(0.5)
+            self.keys("Enter")
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                if question not in self.screen():
+                    return
+                time.sleep(0.2)
+        raise AssertionError(f"the dialog {question!r} stayed:\n{self.screen()}")
+
     def screen(self) -> str:
         done = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "agent"],
                               capture_output=True, text=True)

@@ -18,11 +18,8 @@ def test_gemini_cli_runs_offline_from_fake_responses(tmp_path):
     tmux = ah.Tmux(tmp_path, ah.gemini_argv(responses), env, project)
     try:
         tmux.wait_screen("Type your message", 60)
-        tmux.keys("say hello", literal=True)
-        # Keys that come together count as a paste, Enter included: a pause
-        # makes Enter a key press.
-        time.sleep(0.5)
-        tmux.keys("Enter")
+        time.sleep(1.0)
+        tmux.submit("say hello")
         tmux.wait_screen("Hello from the fake model.", 60)
     finally:
         tmux.close()

@@ -268,18 +268,14 @@ def test_real_claude_sees_the_selection_and_calls_get_diagnostics(nvim_factory, 
         # is typed once Claude's UI is up.
         tmux.wait_screen("? for shortcuts", 60)
         time.sleep(2.5)
-        tmux.keys("what did I select?", literal=True)
-        time.sleep(0.3)
-        tmux.keys("Enter")
+        tmux.submit("what did I select?")
         first = mock.wait_for(lambda rs: [r for r in rs if r.get("tools")], 60)[0]
         text = ah.request_text(first)
         # Claude's words for a selection_changed with text: 1-based lines.
         assert "The user selected the lines 2 to 3 from " + str(f) in text, text[-3000:]
         assert "beta line" in text
         # The model asked for mcp__ide__getDiagnostics: approve it in the terminal.
-        tmux.wait_screen("Do you want to proceed?", 60)
-        time.sleep(0.5)
-        tmux.keys("Enter")
+        tmux.answer_dialog("Do you want to proceed?")
         try:
             answered = mock.wait_for(lambda rs: [r for r in rs if r.get("tools") and "delta looks odd" in ah.request_text(r)], 60)
         except AssertionError:
@@ -392,9 +388,8 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
     try:
         wait_for(lambda: claude_status(ed)["clients"] == 1, 60, "the real claude to connect")
         tmux.wait_screen("? for shortcuts", 60)
-        tmux.keys("capitalize upon", literal=True)
-        time.sleep(0.3)
-        tmux.keys("Enter")
+        time.sleep(1.0)
+        tmux.submit("capitalize upon")
         try:
             buf = wait_for(review_open, 60, "Claude's openDiff review in Neovim")
         except AssertionError:
@@ -413,9 +408,8 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
 
         # Second edit: rejected with :q in the review.
         tmux.wait_screen("Edited.", 60)
-        tmux.keys("now change once", literal=True)
-        time.sleep(0.3)
-        tmux.keys("Enter")
+        time.sleep(1.0)
+        tmux.submit("now change once")
         buf = wait_for(review_open, 60, "the second review")
         ed.lua("vim.api.nvim_set_current_buf(...)", buf)
         ed.nvim.command("quit")
