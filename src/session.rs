@@ -198,11 +198,14 @@ pub fn stop() {
     let Some(session) = current().take() else { return };
     let _ = session.shutdown.send(true);
     let shared = session.shared.clone();
-    if shared.client_count() > 0 {
+    // Every protocol's clients get their close frames.
+    let (counted, claude) = (shared.clone(), session.claude.clone());
+    let clients = move || shared_count(&counted, claude.as_deref());
+    if clients() > 0 {
         // Let connections send their close frames; bounded.
         session.runtime.block_on(async {
             let deadline = Instant::now() + CLOSE_WAIT;
-            while shared.client_count() > 0 && Instant::now() < deadline {
+            while clients() > 0 && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         });
@@ -225,6 +228,10 @@ pub fn stop() {
     }
     log::info("server stopped");
     events::fire("AmpServerStopped", &json!({ "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy() }));
+}
+
+fn shared_count(shared: &Shared, claude: Option<&ClaudeServer>) -> usize {
+    shared.client_count() + claude.map_or(0, ClaudeServer::client_count)
 }
 
 pub fn status() -> Value {

@@ -107,6 +107,21 @@ def test_claude_alone_without_amp(nvim_factory, amp_env):
     assert ed.own_lockfiles() == {}
 
 
+def test_claude_clients_are_told_when_the_server_stops(nvim_factory):
+    from websockets.exceptions import ConnectionClosed
+    ed = nvim_factory(**SETUP)
+    path, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    wait_for(lambda: claude_status(ed)["clients"] == 1, 5, "one Claude client")
+    ed.nvim.command("Amp stop")
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            c.ws.recv(timeout=5)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+    assert not path.exists()
+
+
 def test_claude_lockfile_follows_cd_and_goes_on_exit(nvim_factory, amp_env):
     ed = nvim_factory(**SETUP)
     path, lock, status = claude_lock(ed)
