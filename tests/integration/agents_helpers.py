@@ -251,6 +251,12 @@ class Tmux:
         subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "agent",
                         "-x", str(width), "-y", str(height), "-c", str(cwd), "--"] + command,
                        check=True, env=full_env)
+        # The pane's program leads its own process group; the agent's children
+        # (Gemini CLI relaunches itself under a second node) are in it, and
+        # they outlive tmux's SIGHUP: close() ends the group.
+        shown = subprocess.run(["tmux", "-S", self.socket, "display-message", "-p", "-t", "agent", "#{pane_pid}"],
+                               capture_output=True, text=True)
+        self.pane_pid = int(shown.stdout.strip() or 0)
 
     def keys(self, *keys: str, literal: bool = False):
         args = ["tmux", "-S", self.socket, "send-keys", "-t", "agent"]
@@ -296,7 +302,26 @@ class Tmux:
             time.sleep(0.2)
 
     def close(self):
+        import signal
+        group = self.pane_pid
+        if group > 0:
+            try:
+                os.killpg(group, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                group = 0
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+        if group > 0:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(group, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.05)
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 # Gemini CLI -----------------------------------------------------------------
