@@ -12,11 +12,8 @@ impl TempDir {
     pub fn new(tag: &str) -> Self {
         static N: AtomicUsize = AtomicUsize::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "amp-test-{}-{tag}-{n}-{:x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        let p =
+            std::env::temp_dir().join(format!("amp-test-{}-{tag}-{n}-{:x}", std::process::id(), rand::random::<u32>()));
         fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }

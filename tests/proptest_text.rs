@@ -13,8 +13,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use amp_core::core::uri::{file_uri_to_path, path_to_file_uri};
 use amp_core::core::text::{byte_to_utf16_col, utf16_len, utf16_to_byte_col};
+use amp_core::core::uri::{file_uri_to_path, path_to_file_uri};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------

@@ -9,10 +9,10 @@
 #![no_main]
 
 use amp_core::amp::calls::{parse_call, Call, EditSpec};
-use amp_core::core::edit::apply_range;
 use amp_core::amp::protocol::{
     decode_request, encode_error, encode_response, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
 };
+use amp_core::core::edit::apply_range;
 use amp_core::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, split_fragment};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};

@@ -24,8 +24,12 @@ fuzz_target!(|data: &[u8]| {
     if let Admission::Upgrade { authenticated } = verdict {
         let h = host.expect("no Host is refused").trim().to_ascii_lowercase();
         assert!(
-            h == "localhost" || h == "127.0.0.1" || h == "[::1]"
-                || h.starts_with("localhost:") || h.starts_with("127.0.0.1:") || h.starts_with("[::1]:"),
+            h == "localhost"
+                || h == "127.0.0.1"
+                || h == "[::1]"
+                || h.starts_with("localhost:")
+                || h.starts_with("127.0.0.1:")
+                || h.starts_with("[::1]:"),
             "admitted Host {host:?}"
         );
         if let Some(o) = origin {

@@ -19,7 +19,11 @@ function M.file_of(buf)
     return nil
   end
   local name = api.nvim_buf_get_name(buf)
-  if name == "" or name:byte(1) ~= 47 --[[ "/" ]] or name:find("://", 1, true) then
+  if
+    name == ""
+    or name:byte(1) ~= 47 --[[ "/" ]]
+    or name:find("://", 1, true)
+  then
     return nil
   end
   return name

@@ -23,7 +23,10 @@ function M.run(on_done)
     return false
   end
   if vim.fn.executable("cargo") ~= 1 then
-    require("amp.compat").notify("amp: cargo not found on PATH: install Rust (https://rustup.rs), then run :Amp build", vim.log.levels.ERROR)
+    require("amp.compat").notify(
+      "amp: cargo not found on PATH: install Rust (https://rustup.rs), then run :Amp build",
+      vim.log.levels.ERROR
+    )
     return false
   end
   local native = require("amp.native")

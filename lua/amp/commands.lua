@@ -247,7 +247,12 @@ M.register("ref", {
       H.error(err)
       return
     end
-    require("amp.message").send_to_prompt(ref)
+    -- Claude Code / OpenCode clients get an at_mentioned (0-based lines, end inclusive).
+    local reached = H.claude_mention(args)
+    local status = require("amp").status()
+    if reached == 0 or (tonumber(status.clients) or 0) > 0 then
+      require("amp.message").send_to_prompt(ref)
+    end
   end,
 })
 
@@ -394,6 +399,25 @@ function H.filter(items, prefix)
   end, items)
 end
 
+--- Sends at_mentioned for the range (or the whole buffer) to connected
+--- Claude clients; returns how many it reached.
+function H.claude_mention(args)
+  local claude = (require("amp").status().agents or {}).claude
+  if not (claude and claude.enabled and (claude.clients or 0) > 0) then
+    return 0
+  end
+  local name = vim.api.nvim_buf_get_name(0)
+  if name == "" then
+    return 0
+  end
+  local first, last = 0, math.max(vim.api.nvim_buf_line_count(0) - 1, 0)
+  if args.range > 0 then
+    first, last = args.line1 - 1, args.line2 - 1
+  end
+  local reached = require("amp.native").call("at_mentioned", vim.fn.fnamemodify(name, ":p"), first, last)
+  return tonumber(reached) or 0
+end
+
 --- The status on one line, most important first (it is cut to fit the
 --- screen: a longer message would stop Neovim at a hit-enter prompt, where
 --- agent requests wait). Everything else: require("amp").status() and
@@ -410,6 +434,11 @@ function H.status_text()
   local waiting = require("amp.connection").waiting()
   if waiting > 0 then
     parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
+  end
+  local claude = status.running and (status.agents or {}).claude
+  if claude and claude.enabled then
+    local n = tonumber(claude.clients) or 0
+    parts[#parts + 1] = ("claude on :%s, %d client%s"):format(claude.port, n, n == 1 and "" or "s")
   end
   local err = status.last_error
   if err ~= nil and err ~= vim.NIL then

@@ -20,6 +20,7 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
+---@field agents { amp: boolean, claude: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -35,6 +36,11 @@ local H = {}
 M.defaults = {
   -- Start the server as soon as `setup()` runs.
   auto_start = true,
+  -- The terminal agents served, all from the same editor state. `claude`
+  -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
+  -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port:
+  -- off unless asked for.
+  agents = { amp = true, claude = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -131,7 +137,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "server", "selection", "watch", "edits", "install", "notify", "openctx" }) do
+  for _, key in ipairs({ "agents", "server", "selection", "watch", "edits", "install", "notify", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -172,6 +178,8 @@ end
 function M.validate(config)
   local checks = {
     { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
+    { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
+    { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
@@ -183,13 +191,41 @@ function M.validate(config)
       "nil or { min, max } with 1 <= min <= max <= 65535",
     },
     -- Bounds (min/max) are those the native side accepts.
-    { "server.max_frame_bytes", config.server.max_frame_bytes, H.is_positive_int, "a positive integer", 1024, 4294967295 },
+    {
+      "server.max_frame_bytes",
+      config.server.max_frame_bytes,
+      H.is_positive_int,
+      "a positive integer",
+      1024,
+      4294967295,
+    },
     { "server.max_clients", config.server.max_clients, H.is_positive_int, "a positive integer", 1, 10000 },
     { "server.send_queue", config.server.send_queue, H.is_positive_int, "a positive integer", 1, 1000000 },
-    { "server.ping_interval_ms", config.server.ping_interval_ms, H.is_positive_int, "a positive integer", 100, 3600000 },
+    {
+      "server.ping_interval_ms",
+      config.server.ping_interval_ms,
+      H.is_positive_int,
+      "a positive integer",
+      100,
+      3600000,
+    },
     { "server.allowed_origins", config.server.allowed_origins, H.is_string_list, "a list of strings" },
-    { "server.max_pending_handshakes", config.server.max_pending_handshakes, H.is_positive_int, "a positive integer", 1, 10000 },
-    { "server.handshake_timeout_ms", config.server.handshake_timeout_ms, H.is_positive_int, "a positive integer", 100, 60000 },
+    {
+      "server.max_pending_handshakes",
+      config.server.max_pending_handshakes,
+      H.is_positive_int,
+      "a positive integer",
+      1,
+      10000,
+    },
+    {
+      "server.handshake_timeout_ms",
+      config.server.handshake_timeout_ms,
+      H.is_positive_int,
+      "a positive integer",
+      100,
+      60000,
+    },
     {
       "server.max_inflight_bytes",
       config.server.max_inflight_bytes,
@@ -198,7 +234,14 @@ function M.validate(config)
       1048576,
       4294967295,
     },
-    { "selection.interval_ms", config.selection.interval_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
+    {
+      "selection.interval_ms",
+      config.selection.interval_ms,
+      H.is_non_negative_int,
+      "a non-negative integer",
+      0,
+      10000,
+    },
     { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
@@ -206,7 +249,12 @@ function M.validate(config)
     { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
-    { "openctx.providers", config.openctx.providers, H.is_provider_map, "a table of provider URI = true|false|{settings}" },
+    {
+      "openctx.providers",
+      config.openctx.providers,
+      H.is_provider_map,
+      "a table of provider URI = true|false|{settings}",
+    },
     -- (Each entry is checked when OpenCtx starts: a bad one is skipped with a warning.)
     { "openctx.timeout_ms", config.openctx.timeout_ms, H.is_positive_int, "a positive integer", 1, 600000 },
     {

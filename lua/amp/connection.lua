@@ -49,8 +49,10 @@ function M.on_event(name, data, config)
   elseif name == "AmpServerStopped" then
     -- The server's own disconnect events do not outlive it.
     if H.agents > 0 and announce then
-      H.echo(H.agents == 1 and "amp: the agent was disconnected (server stopped)"
-        or ("amp: %d agents were disconnected (server stopped)"):format(H.agents))
+      H.echo(
+        H.agents == 1 and "amp: the agent was disconnected (server stopped)"
+          or ("amp: %d agents were disconnected (server stopped)"):format(H.agents)
+      )
     end
     H.running = false
     H.clients = {}
@@ -72,7 +74,9 @@ function M.on_event(name, data, config)
     if state == "agent" then
       H.agents = math.max(H.agents - 1, 0)
       if announce then
-        H.echo(H.agents == 0 and "amp: the agent disconnected" or ("amp: an agent disconnected (%d left)"):format(H.agents))
+        H.echo(
+          H.agents == 0 and "amp: the agent disconnected" or ("amp: an agent disconnected (%d left)"):format(H.agents)
+        )
       end
     end
   end

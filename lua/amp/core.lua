@@ -157,8 +157,27 @@ function H.start(how)
   H.last_port = tonumber(result.port)
   H.server_opts = H.server_part(config)
   H.last_error = nil
+  H.agent_env()
   H.attach_features(how.automatic)
   return true, result.port
+end
+
+--- Terminals Neovim starts find this Neovim's Claude server by its port
+--- (Claude Code and OpenCode read CLAUDE_CODE_SSE_PORT; loopback must not go
+--- through an http proxy).
+function H.agent_env()
+  local claude = (M.status().agents or {}).claude
+  if not (claude and claude.enabled and claude.port) then
+    return
+  end
+  vim.env.CLAUDE_CODE_SSE_PORT = tostring(claude.port)
+  vim.env.ENABLE_IDE_INTEGRATION = "true"
+  for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
+    local current = vim.env[name]
+    if not (current and current:find("127.0.0.1", 1, true)) then
+      vim.env[name] = (current and current ~= "" and (current .. ",") or "") .. "127.0.0.1,localhost"
+    end
+  end
 end
 
 --- The options given to native `start` (see docs/architecture.md).
@@ -191,6 +210,7 @@ function H.native_opts(config, version)
     write_autocmds = config.edits.write_autocmds,
     max_file_bytes = config.edits.max_file_bytes,
     read_options = H.read_options(),
+    agents = { amp = config.agents.amp, claude = config.agents.claude },
   }
 end
 
@@ -239,6 +259,7 @@ end
 function H.server_part(config)
   return vim.deepcopy({
     server = config.server,
+    agents = config.agents,
     selection = config.selection,
     watch = config.watch,
     edits = config.edits,

@@ -71,9 +71,15 @@ function M.diff()
   vim.bo[scratch].buftype = "nofile"
   vim.bo[scratch].bufhidden = "wipe"
   vim.bo[scratch].swapfile = false
-  vim.api.nvim_buf_set_lines(scratch, 0, -1, false, vim.tbl_map(function(l)
-    return (l:gsub("\r$", ""))
-  end, disk))
+  vim.api.nvim_buf_set_lines(
+    scratch,
+    0,
+    -1,
+    false,
+    vim.tbl_map(function(l)
+      return (l:gsub("\r$", ""))
+    end, disk)
+  )
   vim.bo[scratch].modifiable = false
   vim.bo[scratch].filetype = ft
   pcall(vim.api.nvim_buf_set_name, scratch, "amp://disk/" .. name)

@@ -30,6 +30,9 @@ function M.check()
   health.start("amp.nvim-rs: lockfile")
   H.check_lockfile(status)
 
+  health.start("amp.nvim-rs: agents")
+  H.check_agents(status)
+
   health.start("amp.nvim-rs: optional tools")
   H.check_amp_cli()
   H.check_node()
@@ -38,15 +41,46 @@ function M.check()
   H.check_openctx()
 end
 
+--- Every attach protocol: enabled, port, lockfile, connected clients.
+function H.check_agents(status)
+  local agents = status and status.running and status.agents
+  if not agents then
+    health.info("the server is not running")
+    return
+  end
+  for _, name in ipairs({ "amp", "claude" }) do
+    local a = agents[name] or {}
+    if a.enabled then
+      local lock_ok = a.lockfile and vim.uv.fs_stat(a.lockfile) ~= nil
+      local line = ("%s: port %s, %d client%s, lockfile %s"):format(
+        name,
+        tostring(a.port),
+        tonumber(a.clients) or 0,
+        (tonumber(a.clients) or 0) == 1 and "" or "s",
+        tostring(a.lockfile)
+      )
+      if lock_ok then
+        health.ok(line)
+      else
+        health.warn(line .. " (missing)")
+      end
+    else
+      health.info(name .. ": disabled (agents." .. name .. " = false)")
+    end
+  end
+end
+
 function H.check_neovim()
   local version = require("amp.version")
   local running = version.running()
   if not version.supported() then
-    health.error(("Neovim %s is too old: amp.nvim-rs needs Neovim %s or newer (supported: %s)"):format(
-      running,
-      version.min_text,
-      version.range_text
-    ))
+    health.error(
+      ("Neovim %s is too old: amp.nvim-rs needs Neovim %s or newer (supported: %s)"):format(
+        running,
+        version.min_text,
+        version.range_text
+      )
+    )
     return false
   elseif version.untested() then
     health.warn(("Neovim %s is untested: amp.nvim-rs is verified on Neovim %s"):format(running, version.range_text), {
@@ -79,10 +113,17 @@ function H.check_native()
   health.ok("amp_core version " .. tostring(version))
   local c_api = native.call("bulk_c_api")
   if c_api == true then
-    health.ok("big buffer reads and edits use Neovim's C API (layouts verified on Neovim " .. require("amp.version").range_text .. ")")
+    health.ok(
+      "big buffer reads and edits use Neovim's C API (layouts verified on Neovim "
+        .. require("amp.version").range_text
+        .. ")"
+    )
   elseif c_api == false then
-    health.info("big buffer reads and edits go through vim.api (slower): the C API path is used only on Neovim "
-      .. require("amp.version").range_text .. ", unless AMP_NVIM_C_API=0")
+    health.info(
+      "big buffer reads and edits go through vim.api (slower): the C API path is used only on Neovim "
+        .. require("amp.version").range_text
+        .. ", unless AMP_NVIM_C_API=0"
+    )
   end
   local missing = {}
   for _, name in ipairs({ "start", "stop", "status", "set_workspace_folders", "broadcast", "log" }) do
@@ -134,10 +175,12 @@ function H.check_lockfile(status)
     if parent and vim.uv.fs_access(parent, "W") then
       health.info(("lock directory %s does not exist yet; it is created when the server starts"):format(dir))
     else
-      health.error(("lock directory %s does not exist and cannot be created (%s is not writable)"):format(
-        dir,
-        parent or "no parent directory"
-      ))
+      health.error(
+        ("lock directory %s does not exist and cannot be created (%s is not writable)"):format(
+          dir,
+          parent or "no parent directory"
+        )
+      )
     end
   elseif stat.type ~= "directory" then
     health.error(("%s should be the lock directory but is a %s"):format(dir, stat.type))
@@ -222,7 +265,9 @@ function H.check_amp_cli()
   elseif state == "outdated" then
     health.warn("the Amp CLI plugin at " .. where .. " is out of date", { "run :Amp cli-plugin install" })
   else
-    health.info("the agent gets Neovim's diagnostics only through the Amp CLI plugin: :Amp cli-plugin install (see :help amp-cli-plugin)")
+    health.info(
+      "the agent gets Neovim's diagnostics only through the Amp CLI plugin: :Amp cli-plugin install (see :help amp-cli-plugin)"
+    )
   end
 end
 
@@ -286,7 +331,10 @@ end
 function H.check_node_command(command, count)
   local advice = { "set openctx.node_command to a Node.js 20 (or newer) executable" }
   if vim.fn.executable(command) ~= 1 then
-    health.error(("openctx.node_command %q is not executable (%d JavaScript provider(s) need it)"):format(command, count), advice)
+    health.error(
+      ("openctx.node_command %q is not executable (%d JavaScript provider(s) need it)"):format(command, count),
+      advice
+    )
     return
   end
   local ok, job = pcall(vim.system, { command, "--version" }, { text = true })
@@ -294,7 +342,10 @@ function H.check_node_command(command, count)
   if res and res.code == 0 then
     health.ok(("openctx.node_command %q: %s"):format(command, vim.trim(res.stdout or "")))
   else
-    health.error(("openctx.node_command %q does not run: %s"):format(command, res and vim.trim(res.stderr or "") or tostring(job)), advice)
+    health.error(
+      ("openctx.node_command %q does not run: %s"):format(command, res and vim.trim(res.stderr or "") or tostring(job)),
+      advice
+    )
   end
 end
 

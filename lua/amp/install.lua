@@ -96,13 +96,19 @@ function M.run(on_done)
     end
     if code ~= 0 then
       os.remove(tmp)
-      return notify(("amp: could not download %s: %s; nothing was changed"):format(url, H.first_line(stderr, code)), false)
+      return notify(
+        ("amp: could not download %s: %s; nothing was changed"):format(url, H.first_line(stderr, code)),
+        false
+      )
     end
     H.curl({ url .. ".sha256" }, function(sum_code, sum_err, sum_out)
       local want = sum_code == 0 and sum_out:match("^%s*(%x+)")
       if not want then
         os.remove(tmp)
-        return notify(("amp: no checksum for %s (%s); nothing was changed"):format(name, H.first_line(sum_err, sum_code)), false)
+        return notify(
+          ("amp: no checksum for %s (%s); nothing was changed"):format(name, H.first_line(sum_err, sum_code)),
+          false
+        )
       end
       H.sha256(tmp, function(got)
         if not got or got:lower() ~= want:lower() then

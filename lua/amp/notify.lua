@@ -50,7 +50,11 @@ function M.notify(msg, level)
   if cut then
     local native = package.loaded["amp.native"]
     if native and native.loaded() then
-      native.call("log", level >= vim.log.levels.ERROR and "error" or level >= vim.log.levels.WARN and "warn" or "info", msg)
+      native.call(
+        "log",
+        level >= vim.log.levels.ERROR and "error" or level >= vim.log.levels.WARN and "warn" or "info",
+        msg
+      )
     end
   end
   -- compat: Neovim 0.10's own vim.notify turns an error into a hit-enter prompt.

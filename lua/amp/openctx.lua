@@ -88,13 +88,19 @@ function H.encode_providers(providers)
   local entries, skipped = {}, {}
   for uri, entry in pairs(providers) do
     if type(uri) ~= "string" then
-      table.insert(skipped, ("openctx.providers[%s]: the key must be a provider URI (a string)"):format(vim.inspect(uri)))
+      table.insert(
+        skipped,
+        ("openctx.providers[%s]: the key must be a provider URI (a string)"):format(vim.inspect(uri))
+      )
     else
       local ok, text = pcall(vim.json.encode, entry)
       if ok then
         entries[uri] = text
       else
-        table.insert(skipped, ('openctx.providers["%s"]: cannot be sent to the provider (%s)'):format(uri, H.one_line(text)))
+        table.insert(
+          skipped,
+          ('openctx.providers["%s"]: cannot be sent to the provider (%s)'):format(uri, H.one_line(text))
+        )
       end
     end
   end
@@ -202,9 +208,13 @@ function H.debounced_refresh(buf)
     H.timers[buf] = timer
   end
   timer:stop()
-  timer:start(H.config and H.config.debounce_ms or 300, 0, vim.schedule_wrap(function()
-    M.refresh(buf)
-  end))
+  timer:start(
+    H.config and H.config.debounce_ms or 300,
+    0,
+    vim.schedule_wrap(function()
+      M.refresh(buf)
+    end)
+  )
 end
 
 --- Forgets providers' meta and cached results, then asks again.
@@ -295,7 +305,8 @@ function M.hover()
       table.insert(lines, item.url)
     end
   end
-  local buf, win = vim.lsp.util.open_floating_preview(lines, "markdown", { border = "rounded", focus_id = "amp_openctx" })
+  local buf, win =
+    vim.lsp.util.open_floating_preview(lines, "markdown", { border = "rounded", focus_id = "amp_openctx" })
   return buf, win
 end
 
@@ -405,7 +416,10 @@ function M.mention(query, on_done)
     report_failures(result)
     local mentions = result.mentions or {}
     if #mentions == 0 then
-      require("amp.notify").notify("amp: no mentions" .. (query and query ~= "" and (" for '" .. query .. "'") or ""), vim.log.levels.INFO)
+      require("amp.notify").notify(
+        "amp: no mentions" .. (query and query ~= "" and (" for '" .. query .. "'") or ""),
+        vim.log.levels.INFO
+      )
       return
     end
     vim.ui.select(mentions, {

@@ -18,7 +18,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request as HttpRequest, Response as HttpResponse};
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request as HttpRequest, Response as HttpResponse,
+};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
@@ -27,7 +29,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 use super::context::{PublishedSelection, PublishedVisibleFiles};
-use super::handshake::{admit, Admission, UpgradeRequest};
+use super::handshake::{admit_by, Admission, TokenIn, UpgradeRequest};
 use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, HandshakeSlot, Outgoing, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
@@ -35,13 +37,13 @@ use crate::core::log;
 
 const MAX_IN_FLIGHT: usize = 64;
 /// A client that accepts no bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Payload bytes per fragment of a long message: under glibc's default mmap
 /// threshold, so each piece's buffer is reused heap memory, not fresh pages.
 const FRAGMENT_BYTES: usize = 64 * 1024;
 
-type Ws = WebSocketStream<TcpStream>;
+pub type Ws = WebSocketStream<TcpStream>;
 
 pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) {
     // Until the client is admitted it holds a place among the pending
@@ -72,7 +74,8 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
         let mut clients = shared.clients.lock().unwrap_or_else(|p| p.into_inner());
         (clients.len() < shared.options.max_clients).then(|| {
             let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-            clients.insert(id, ClientHandle { outbound: outbound.clone(), dialect: dialect.clone(), kick: kick.clone() });
+            clients
+                .insert(id, ClientHandle { outbound: outbound.clone(), dialect: dialect.clone(), kick: kick.clone() });
             (id, clients.len())
         })
     };
@@ -101,23 +104,67 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
 
 /// Performs the HTTP upgrade with the admission checks; `None` if refused or broken.
 async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
+    let policy = UpgradePolicy {
+        token: &shared.token,
+        allowed_origins: &shared.options.allowed_origins,
+        max_frame_bytes: shared.options.max_frame_bytes,
+        handshake_timeout_ms: shared.options.handshake_timeout_ms,
+        token_in: TokenIn::Query("auth"),
+        subprotocol: None,
+    };
+    upgrade_with(stream, &policy).await
+}
+
+/// What one protocol's server admits at the upgrade: every protocol has the
+/// same checks (loopback Host, Origin, token compared in constant time,
+/// deadline, frame limit); they differ in where the token is and in the
+/// WebSocket subprotocol they answer.
+pub struct UpgradePolicy<'a> {
+    pub token: &'a str,
+    pub allowed_origins: &'a [String],
+    pub max_frame_bytes: usize,
+    pub handshake_timeout_ms: u64,
+    pub token_in: TokenIn,
+    /// Answered in `Sec-WebSocket-Protocol` when the client offers it.
+    pub subprotocol: Option<&'static str>,
+}
+
+/// The upgrade under `policy`: the socket and whether the client presented
+/// the token; `None` if refused or broken.
+pub async fn upgrade_with(stream: TcpStream, policy: &UpgradePolicy<'_>) -> Option<(Ws, bool)> {
     let config = WebSocketConfig {
-        max_message_size: Some(shared.options.max_frame_bytes),
-        max_frame_size: Some(shared.options.max_frame_bytes),
+        max_message_size: Some(policy.max_frame_bytes),
+        max_frame_size: Some(policy.max_frame_bytes),
         ..Default::default()
     };
     let mut authenticated = false;
     // The error type is tungstenite's (its Callback trait), boxing is not ours to choose.
     #[allow(clippy::result_large_err)]
-    let check = |req: &HttpRequest, resp: HttpResponse| -> Result<HttpResponse, ErrorResponse> {
+    let check = |req: &HttpRequest, mut resp: HttpResponse| -> Result<HttpResponse, ErrorResponse> {
         // A header that is not visible ASCII still counts as present (lossy
         // text): an Origin of raw bytes must be refused, not ignored.
         let header = |name: &str| req.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let (host, origin) = (header("host"), header("origin"));
-        let upgrade = UpgradeRequest { host: host.as_deref(), origin: origin.as_deref(), query: req.uri().query() };
-        match admit(&upgrade, &shared.token, &shared.options.allowed_origins) {
+        let auth_header = match policy.token_in {
+            TokenIn::Header(name) => header(name),
+            TokenIn::Query(_) => None,
+        };
+        let upgrade = UpgradeRequest {
+            host: host.as_deref(),
+            origin: origin.as_deref(),
+            query: req.uri().query(),
+            auth_header: auth_header.as_deref(),
+        };
+        match admit_by(&upgrade, policy.token, policy.allowed_origins, policy.token_in) {
             Admission::Upgrade { authenticated: ok } => {
                 authenticated = ok;
+                if let Some(wanted) = policy.subprotocol {
+                    let offered = header("sec-websocket-protocol").unwrap_or_default();
+                    if offered.split(',').any(|p| p.trim() == wanted) {
+                        resp.headers_mut()
+                            .insert("sec-websocket-protocol", wanted.parse().expect("a valid header value"));
+                    }
+                }
                 Ok(resp)
             }
             Admission::Forbidden(why) => {
@@ -129,11 +176,15 @@ async fn upgrade(stream: TcpStream, shared: &Shared) -> Option<(Ws, bool)> {
             }
         }
     };
-    let deadline = Duration::from_millis(shared.options.handshake_timeout_ms);
+    let deadline = Duration::from_millis(policy.handshake_timeout_ms);
     match timeout(deadline, tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))).await {
         Ok(Ok(ws)) => Some((ws, authenticated)),
         Ok(Err(e)) => {
-            log::limited("handshake failed", log::Level::Debug, format!("handshake failed: {}", log::untrusted(&e.to_string())));
+            log::limited(
+                "handshake failed",
+                log::Level::Debug,
+                format!("handshake failed: {}", log::untrusted(&e.to_string())),
+            );
             None
         }
         Err(_) => {
@@ -266,7 +317,7 @@ async fn run(
 /// and discards what the client still sends until it hangs up: closing a
 /// socket with unread bytes makes the kernel send a reset, and the client
 /// would lose the close frame (and its code) that is still in flight.
-async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
+pub async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
     let frame = CloseFrame { code, reason: reason.to_owned().into() };
     match timeout(CLOSE_GRACE, ws.close(Some(frame))).await {
         Err(_) => return,
@@ -289,7 +340,7 @@ async fn close(mut ws: Ws, code: CloseCode, reason: &str) {
 
 /// Flushes what is queued (a close reply), half-closes, and discards what
 /// the client still sends until it hangs up (see [`close`]).
-async fn finish(mut ws: Ws) {
+pub async fn finish(mut ws: Ws) {
     let _ = timeout(CLOSE_GRACE, ws.flush()).await;
     let stream = ws.get_mut();
     let _ = stream.shutdown().await;
@@ -367,12 +418,16 @@ type BudgetWait = std::pin::Pin<
 /// twice its length, since the text and its decoded form (serde_json's copy
 /// of every string) both live until the answer is sent; never more than the
 /// whole budget (or it could never run).
-fn budget_cost(len: usize, budget: usize) -> u32 {
+pub fn budget_cost(len: usize, budget: usize) -> u32 {
     len.saturating_mul(2).clamp(1, budget.min(u32::MAX as usize)) as u32
 }
 
 fn current_dialect(slot: &AtomicU8) -> Dialect {
-    if slot.load(Ordering::Relaxed) == DIALECT_WRAPPED { Dialect::Wrapped } else { Dialect::Flat }
+    if slot.load(Ordering::Relaxed) == DIALECT_WRAPPED {
+        Dialect::Wrapped
+    } else {
+        Dialect::Flat
+    }
 }
 
 /// Records the dialect of a connection's first request.

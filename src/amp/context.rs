@@ -9,11 +9,11 @@ use serde_json::{json, Value};
 
 use super::protocol::{encode_notification, Dialect};
 pub use crate::core::selection::{RawRegion, RawSelection};
-use crate::core::uri::path_to_file_uri;
 use crate::core::text::byte_to_utf16_col;
+use crate::core::uri::path_to_file_uri;
 
 impl RawRegion {
-    fn content(&self, cursor_only: bool) -> String {
+    pub fn content(&self, cursor_only: bool) -> String {
         if cursor_only {
             return String::from_utf8_lossy(self.lines.first().map(Vec::as_slice).unwrap_or_default()).into_owned();
         }
@@ -30,7 +30,8 @@ impl RawRegion {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn utf16_range(&self) -> (usize, usize) {
+    /// Start and end columns in UTF-16 code units (their lines are `lines`' first and last).
+    pub fn utf16_range(&self) -> (usize, usize) {
         let first = self.lines.first().map(Vec::as_slice).unwrap_or_default();
         let last = self.lines.last().map(Vec::as_slice).unwrap_or_default();
         (byte_to_utf16_col(first, self.start_col), byte_to_utf16_col(last, self.end_col))
@@ -116,9 +117,9 @@ impl PublishedSelection {
 impl PublishedVisibleFiles {
     pub fn frame(&self, dialect: Dialect) -> &str {
         match dialect {
-            Dialect::Flat => self
-                .flat
-                .get_or_init(|| encode_notification("visibleFilesDidChange", dialect, &visible_files_payload(&self.raw))),
+            Dialect::Flat => self.flat.get_or_init(|| {
+                encode_notification("visibleFilesDidChange", dialect, &visible_files_payload(&self.raw))
+            }),
             Dialect::Wrapped => self.wrapped.get_or_init(|| {
                 encode_notification("visibleFilesChanged", dialect, &visible_files_changed_payload(&self.raw))
             }),
@@ -131,13 +132,22 @@ mod tests {
     use super::*;
 
     fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
-        RawRegion { start_line: sl, start_col: sc, end_line: el, end_col: ec, lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect() }
+        RawRegion {
+            start_line: sl,
+            start_col: sc,
+            end_line: el,
+            end_col: ec,
+            lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect(),
+        }
     }
 
     #[test]
     fn cursor_sends_its_line_and_utf16_column() {
         // "é→😀x": x is at byte 9, UTF-16 column 4.
-        let sel = RawSelection { path: "/w/a b.rs".into(), cursor_only: true, regions: vec![region(2, 9, 2, 9, &["é→😀x"])] };
+        let sel =
+            RawSelection {
+                path: "/w/a b.rs".into(), cursor_only: true, regions: vec![region(2, 9, 2, 9, &["é→😀x"])]
+            };
         let p = selection_payload(&sel);
         assert_eq!(p["uri"], "file:///w/a%20b.rs");
         assert_eq!(p["selections"][0]["range"], json!({"startLine":2,"startCharacter":4,"endLine":2,"endCharacter":4}));
@@ -147,7 +157,10 @@ mod tests {
     #[test]
     fn cursor_selections_compare_without_being_built() {
         let sel = RawSelection::cursor("/w/a".into(), 3, 2, b"abc".to_vec());
-        assert_eq!(sel, RawSelection { path: "/w/a".into(), cursor_only: true, regions: vec![region(3, 2, 3, 2, &["abc"])] });
+        assert_eq!(
+            sel,
+            RawSelection { path: "/w/a".into(), cursor_only: true, regions: vec![region(3, 2, 3, 2, &["abc"])] }
+        );
         assert!(sel.is_cursor(b"/w/a", 3, 2, b"abc"));
         assert!(!sel.is_cursor(b"/w/b", 3, 2, b"abc"));
         assert!(!sel.is_cursor(b"/w/a", 4, 2, b"abc"));
@@ -159,20 +172,31 @@ mod tests {
 
     #[test]
     fn charwise_selection_across_lines() {
-        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 2, 1, 0, &["é b", "→c"])] };
+        let sel =
+            RawSelection {
+                path: "/a".into(), cursor_only: false, regions: vec![region(0, 2, 1, 0, &["é b", "→c"])]
+            };
         let p = selection_payload(&sel);
         assert_eq!(p["selections"][0]["content"], " b\n");
         assert_eq!(p["selections"][0]["range"]["startCharacter"], 1);
         assert_eq!(p["selections"][0]["range"]["endCharacter"], 0);
-        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 0, 1, 4, &["ab", "→c"])] };
+        let sel =
+            RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 0, 1, 4, &["ab", "→c"])] };
         assert_eq!(selection_payload(&sel)["selections"][0]["content"], "ab\n→c");
         assert_eq!(selection_payload(&sel)["selections"][0]["range"]["endCharacter"], 2);
     }
 
     #[test]
     fn quick_reference_forms() {
-        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(0, 1, 0, 3, &["abcd"]), region(1, 1, 1, 3, &["efgh"])] };
-        assert_eq!(selection_changed_payload(&sel), json!({"path":"/a","start":{"line":0,"col":1},"end":{"line":1,"col":3}}));
+        let sel = RawSelection {
+            path: "/a".into(),
+            cursor_only: false,
+            regions: vec![region(0, 1, 0, 3, &["abcd"]), region(1, 1, 1, 3, &["efgh"])],
+        };
+        assert_eq!(
+            selection_changed_payload(&sel),
+            json!({"path":"/a","start":{"line":0,"col":1},"end":{"line":1,"col":3}})
+        );
         assert_eq!(visible_files_changed_payload(&["/a".into()]), json!({"files":["/a"]}));
         assert_eq!(visible_files_payload(&["/a#b".into()]), json!({"uris":["file:///a%23b"]}));
     }

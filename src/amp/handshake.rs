@@ -17,6 +17,18 @@ pub struct UpgradeRequest<'a> {
     pub origin: Option<&'a str>,
     /// The request target's query string, without `?`.
     pub query: Option<&'a str>,
+    /// The value of the header named by [`TokenIn::Header`], when the
+    /// protocol sends its token in a header.
+    pub auth_header: Option<&'a str>,
+}
+
+/// Where a protocol's client presents the lockfile's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenIn {
+    /// A query parameter of the upgrade URL (Amp: `?auth=`).
+    Query(&'static str),
+    /// A request header (Claude Code: `x-claude-code-ide-authorization`).
+    Header(&'static str),
 }
 
 /// The verdict on an upgrade request.
@@ -29,6 +41,11 @@ pub enum Admission {
 }
 
 pub fn admit(req: &UpgradeRequest<'_>, token: &str, allowed_origins: &[String]) -> Admission {
+    admit_by(req, token, allowed_origins, TokenIn::Query("auth"))
+}
+
+/// [`admit`] for a protocol that presents its token `token_in`.
+pub fn admit_by(req: &UpgradeRequest<'_>, token: &str, allowed_origins: &[String], token_in: TokenIn) -> Admission {
     match req.host {
         Some(host) if is_loopback_host(host) => {}
         // Whatever the peer sent is cut and escaped: the reason is logged and sent back.
@@ -40,7 +57,10 @@ pub fn admit(req: &UpgradeRequest<'_>, token: &str, allowed_origins: &[String]) 
             return Admission::Forbidden(format!("Origin '{}' is not allowed", untrusted(origin)));
         }
     }
-    let given = req.query.and_then(|q| query_param(q, "auth"));
+    let given = match token_in {
+        TokenIn::Query(name) => req.query.and_then(|q| query_param(q, name)),
+        TokenIn::Header(_) => req.auth_header.map(str::to_owned),
+    };
     let authenticated = given.is_some_and(|g| tokens_match(token, &g));
     Admission::Upgrade { authenticated }
 }
@@ -78,7 +98,22 @@ mod tests {
     use super::*;
 
     fn req<'a>(host: Option<&'a str>, origin: Option<&'a str>, query: Option<&'a str>) -> UpgradeRequest<'a> {
-        UpgradeRequest { host, origin, query }
+        UpgradeRequest { host, origin, query, auth_header: None }
+    }
+
+    #[test]
+    fn a_header_token_counts_only_where_the_protocol_sends_one() {
+        let header = TokenIn::Header("x-claude-code-ide-authorization");
+        let with = UpgradeRequest { host: Some("127.0.0.1:9"), auth_header: Some("tok"), ..Default::default() };
+        assert_eq!(admit_by(&with, "tok", &[], header), Admission::Upgrade { authenticated: true });
+        let wrong = UpgradeRequest { auth_header: Some("tok2"), ..with.clone() };
+        assert_eq!(admit_by(&wrong, "tok", &[], header), Admission::Upgrade { authenticated: false });
+        // The query does not stand in for the header, nor the header for the query.
+        let query = UpgradeRequest { host: Some("127.0.0.1:9"), query: Some("auth=tok"), ..Default::default() };
+        assert_eq!(admit_by(&query, "tok", &[], header), Admission::Upgrade { authenticated: false });
+        assert_eq!(admit(&with, "tok", &[]), Admission::Upgrade { authenticated: false });
+        let foreign = UpgradeRequest { host: Some("evil.test"), ..with };
+        assert!(matches!(admit_by(&foreign, "tok", &[], header), Admission::Forbidden(_)));
     }
 
     #[test]
@@ -86,7 +121,8 @@ mod tests {
         for h in ["localhost", "localhost:8080", "LOCALHOST:1", "127.0.0.1", "127.0.0.1:65535", "[::1]", "[::1]:9"] {
             assert!(is_loopback_host(h), "{h}");
         }
-        for h in ["evil.test", "localhost.evil.test", "127.0.0.2", "[::2]:9", "localhost:", "localhost:x", "[::1]x", ""] {
+        for h in ["evil.test", "localhost.evil.test", "127.0.0.2", "[::2]:9", "localhost:", "localhost:x", "[::1]x", ""]
+        {
             assert!(!is_loopback_host(h), "{h}");
         }
     }
@@ -94,17 +130,32 @@ mod tests {
     #[test]
     fn token_decides_authentication_not_admission() {
         let t = "tok-en_1";
-        assert_eq!(admit(&req(Some("localhost:1"), None, Some("auth=tok-en_1")), t, &[]), Admission::Upgrade { authenticated: true });
-        assert_eq!(admit(&req(Some("localhost:1"), None, Some("x=1&auth=tok%2Den_1")), t, &[]), Admission::Upgrade { authenticated: true });
-        assert_eq!(admit(&req(Some("localhost:1"), None, Some("auth=nope")), t, &[]), Admission::Upgrade { authenticated: false });
+        assert_eq!(
+            admit(&req(Some("localhost:1"), None, Some("auth=tok-en_1")), t, &[]),
+            Admission::Upgrade { authenticated: true }
+        );
+        assert_eq!(
+            admit(&req(Some("localhost:1"), None, Some("x=1&auth=tok%2Den_1")), t, &[]),
+            Admission::Upgrade { authenticated: true }
+        );
+        assert_eq!(
+            admit(&req(Some("localhost:1"), None, Some("auth=nope")), t, &[]),
+            Admission::Upgrade { authenticated: false }
+        );
         assert_eq!(admit(&req(Some("localhost:1"), None, None), t, &[]), Admission::Upgrade { authenticated: false });
     }
 
     #[test]
     fn origins_and_foreign_hosts_are_forbidden() {
-        assert!(matches!(admit(&req(Some("localhost"), Some("https://evil.test"), Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
+        assert!(matches!(
+            admit(&req(Some("localhost"), Some("https://evil.test"), Some("auth=t")), "t", &[]),
+            Admission::Forbidden(_)
+        ));
         let allowed = vec!["http://ok.test".to_string()];
-        assert_eq!(admit(&req(Some("localhost"), Some("http://ok.test"), Some("auth=t")), "t", &allowed), Admission::Upgrade { authenticated: true });
+        assert_eq!(
+            admit(&req(Some("localhost"), Some("http://ok.test"), Some("auth=t")), "t", &allowed),
+            Admission::Upgrade { authenticated: true }
+        );
         assert!(matches!(admit(&req(Some("evil.test"), None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
         assert!(matches!(admit(&req(None, None, Some("auth=t")), "t", &[]), Admission::Forbidden(_)));
     }

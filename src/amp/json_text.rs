@@ -268,7 +268,14 @@ fn write_escape(out: &mut Vec<u8>, byte: u8) {
         b'\r' => b'r',
         b'\t' => b't',
         _ => {
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]);
             return;
         }
     };

@@ -35,15 +35,10 @@ const MAX_LOCKFILE_BYTES: u64 = 64 * 1024;
 /// `$AMP_DATA_HOME/amp/ide` if set and non-empty, else `$XDG_DATA_HOME/amp/ide` if set,
 /// non-empty and absolute (per the XDG spec relative values are ignored), else
 /// `<home>/.local/share/amp/ide`; `None` when nothing applies.
-pub fn lock_dir(
-    amp_data_home: Option<&OsStr>,
-    xdg_data_home: Option<&OsStr>,
-    home: Option<&Path>,
-) -> Option<PathBuf> {
+pub fn lock_dir(amp_data_home: Option<&OsStr>, xdg_data_home: Option<&OsStr>, home: Option<&Path>) -> Option<PathBuf> {
     let base = if let Some(amp) = amp_data_home.filter(|v| !v.is_empty()) {
         PathBuf::from(amp)
-    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute())
-    {
+    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute()) {
         PathBuf::from(xdg)
     } else {
         home?.join(".local").join("share")
@@ -142,12 +137,17 @@ pub fn path_for(dir: &Path, port: u16) -> PathBuf {
 /// fsyncs the directory (best effort: once renamed the file is in place, so a failing
 /// directory fsync is not reported). The temp file is removed on error.
 pub fn write(dir: &Path, lock: &Lockfile) -> io::Result<PathBuf> {
-    ensure_dir(dir)?;
     let json = serde_json::to_vec_pretty(lock).map_err(io::Error::other)?;
-    let final_path = path_for(dir, lock.port);
+    write_named(dir, &path_for(dir, lock.port), &json)
+}
+
+/// [`write`] for any protocol's lockfile: `bytes` to `path` (in `dir`),
+/// 0600 in a 0700 directory, atomically.
+pub fn write_named(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    ensure_dir(dir)?;
     // Exactly 0600 whatever the umask: the file holds the auth token.
-    crate::core::fsutil::replace_with_mode(&final_path, &json, 0o600)?;
-    Ok(final_path)
+    crate::core::fsutil::replace_with_mode(path, bytes, 0o600)?;
+    Ok(path.to_path_buf())
 }
 
 /// Deletes a lockfile; a file that is already gone counts as success.
@@ -172,13 +172,18 @@ struct PidOnly {
 /// files, temp files, symlinks and lockfiles of live processes are left alone.
 /// A missing or unreadable directory yields an empty list.
 pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+    remove_stale_with_extension(dir, "json")
+}
+
+/// [`remove_stale`] for lockfiles named `*.<extension>` (Claude Code's are `.lock`).
+pub fn remove_stale_with_extension(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut removed = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let is_json = path.extension() == Some(OsStr::new("json"));
+        let is_json = path.extension() == Some(OsStr::new(extension));
         let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
         if !is_json || !is_file {
             continue;
@@ -194,11 +199,7 @@ pub fn remove_stale(dir: &Path) -> Vec<PathBuf> {
 /// Reads the `pid` of a lockfile, or `None` if it is too big or does not parse.
 fn read_pid(path: &Path) -> Option<u32> {
     let mut buf = Vec::new();
-    File::open(path)
-        .ok()?
-        .take(MAX_LOCKFILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .ok()?;
+    File::open(path).ok()?.take(MAX_LOCKFILE_BYTES + 1).read_to_end(&mut buf).ok()?;
     if buf.len() as u64 > MAX_LOCKFILE_BYTES {
         return None;
     }
@@ -222,21 +223,15 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut v: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }
 
     #[test]
     fn lock_dir_prefers_amp_data_home() {
-        let d = lock_dir(
-            Some(OsStr::new("/amp")),
-            Some(OsStr::new("/xdg")),
-            Some(Path::new("/h")),
-        );
+        let d = lock_dir(Some(OsStr::new("/amp")), Some(OsStr::new("/xdg")), Some(Path::new("/h")));
         assert_eq!(d, Some(PathBuf::from("/amp/amp/ide")));
     }
 
@@ -248,11 +243,7 @@ mod tests {
 
     #[test]
     fn lock_dir_empty_amp_falls_back_to_xdg() {
-        let d = lock_dir(
-            Some(OsStr::new("")),
-            Some(OsStr::new("/xdg")),
-            Some(Path::new("/h")),
-        );
+        let d = lock_dir(Some(OsStr::new("")), Some(OsStr::new("/xdg")), Some(Path::new("/h")));
         assert_eq!(d, Some(PathBuf::from("/xdg/amp/ide")));
     }
 
@@ -268,10 +259,7 @@ mod tests {
     #[test]
     fn lock_dir_none_without_any_source() {
         assert_eq!(lock_dir(None, None, None), None);
-        assert_eq!(
-            lock_dir(Some(OsStr::new("")), Some(OsStr::new("x")), None),
-            None
-        );
+        assert_eq!(lock_dir(Some(OsStr::new("")), Some(OsStr::new("x")), None), None);
     }
 
     #[test]
@@ -283,10 +271,7 @@ mod tests {
 
     #[test]
     fn path_for_port() {
-        assert_eq!(
-            path_for(Path::new("/d"), 8080),
-            PathBuf::from("/d/8080.json")
-        );
+        assert_eq!(path_for(Path::new("/d"), 8080), PathBuf::from("/d/8080.json"));
         assert_eq!(path_for(Path::new("/d"), 0), PathBuf::from("/d/0.json"));
     }
 
@@ -358,10 +343,7 @@ mod tests {
         let obj = v.as_object().unwrap();
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort();
-        assert_eq!(
-            keys,
-            ["authToken", "ideName", "pid", "port", "workspaceFolders"]
-        );
+        assert_eq!(keys, ["authToken", "ideName", "pid", "port", "workspaceFolders"]);
         assert_eq!(v["port"], 41234);
         assert_eq!(v["authToken"], "tok");
         assert_eq!(v["workspaceFolders"][1], "/w/b c");

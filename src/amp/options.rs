@@ -48,6 +48,23 @@ pub struct ServerOptions {
     /// How Neovim would read a file (`'fileformats'`, `'fileencodings'`),
     /// for files no buffer has loaded.
     pub read_options: crate::core::filetext::ReadOptions,
+    /// Which attach protocols are served (`agents` in setup()).
+    pub agents: Agents,
+}
+
+/// The attach protocols served from the one editor state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agents {
+    /// Amp's lockfile and server.
+    pub amp: bool,
+    /// Claude Code's (and OpenCode's) `~/.claude/ide/<port>.lock` and server.
+    pub claude: bool,
+}
+
+impl Default for Agents {
+    fn default() -> Self {
+        Self { amp: true, claude: false }
+    }
 }
 
 impl Default for ServerOptions {
@@ -77,6 +94,7 @@ impl Default for ServerOptions {
             write_autocmds: "post",
             max_file_bytes: 32 * 1024 * 1024,
             read_options: crate::core::filetext::ReadOptions::default(),
+            agents: Agents::default(),
         }
     }
 }
@@ -105,7 +123,9 @@ impl ServerOptions {
                             let lo = int("port_range[1]", &a[0], 1, 65535)? as u16;
                             let hi = int("port_range[2]", &a[1], 1, 65535)? as u16;
                             if lo > hi {
-                                return Err(format!("start: port_range must be {{ min, max }} with min <= max, got {{ {lo}, {hi} }}"));
+                                return Err(format!(
+                                    "start: port_range must be {{ min, max }} with min <= max, got {{ {lo}, {hi} }}"
+                                ));
                             }
                             Some((lo, hi))
                         }
@@ -122,7 +142,9 @@ impl ServerOptions {
                 "log_max_bytes" => o.log_max_bytes = int(key, v, 4096, u64::MAX >> 1)?,
                 "selection_interval_ms" => o.selection_interval_ms = int(key, v, 0, 10_000)?,
                 "allowed_origins" => o.allowed_origins = strings(key, v)?,
-                "watch_files" => o.watch_files = v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?,
+                "watch_files" => {
+                    o.watch_files = v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
+                }
                 "watch_debounce_ms" => o.watch_debounce_ms = int(key, v, 0, 10_000)?,
                 "plugin_version" => o.plugin_version = string(key, v)?,
                 "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
@@ -138,6 +160,7 @@ impl ServerOptions {
                 }
                 "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
                 "read_options" => o.read_options = read_options(key, v)?,
+                "agents" => o.agents = agents(v)?,
                 // Options of later features pass through untouched.
                 _ => {}
             }
@@ -207,5 +230,40 @@ mod tests {
     fn port_range_is_a_pair() {
         let o = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "port_range": [4000, 4010]})).unwrap();
         assert_eq!(o.port_range, Some((4000, 4010)));
+    }
+}
+
+fn agents(v: &Value) -> Result<Agents, String> {
+    let mut out = Agents::default();
+    let map = match v {
+        Value::Object(map) => map,
+        Value::Array(a) if a.is_empty() => return Ok(out),
+        _ => return Err(format!("start: agents must be a table like {{ amp = true, claude = true }}, got {v}")),
+    };
+    for (name, on) in map {
+        let on = on.as_bool().ok_or_else(|| format!("start: agents.{name} must be a boolean, got {on}"))?;
+        match name.as_str() {
+            "amp" => out.amp = on,
+            "claude" => out.claude = on,
+            // Protocols of later releases (gemini) pass through.
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod agents_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agents_default_to_amp_only_and_are_checked() {
+        let base = json!({ "workspace_folders": ["/w"] });
+        assert_eq!(ServerOptions::from_json(&base).unwrap().agents, Agents { amp: true, claude: false });
+        let both = json!({ "workspace_folders": ["/w"], "agents": { "claude": true } });
+        assert_eq!(ServerOptions::from_json(&both).unwrap().agents, Agents { amp: true, claude: true });
+        let bad = json!({ "workspace_folders": ["/w"], "agents": { "claude": "yes" } });
+        assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.claude"));
     }
 }

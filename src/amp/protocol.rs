@@ -7,8 +7,8 @@
 //! connection's first request decides the form of the notifications it gets.
 //! Nothing here touches sockets or Neovim, so all of it is unit-tested alone.
 
-use serde_json::{json, Map, Value};
 use super::json_text::{self, JsonText};
+use serde_json::{json, Map, Value};
 
 /// JSON-RPC error codes, as the Amp CLI expects them in `error.code`.
 pub const PARSE_ERROR: i64 = -32700;
@@ -63,9 +63,8 @@ pub struct DecodeFailure {
 /// Decodes one TEXT frame into a request.
 pub fn decode_request(text: &str) -> Result<Request, DecodeFailure> {
     let fail = |id: Value, code, msg: String| DecodeFailure { id, error: RpcError::new(code, msg) };
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        fail(Value::Null, PARSE_ERROR, format!("malformed JSON: {e}"))
-    })?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| fail(Value::Null, PARSE_ERROR, format!("malformed JSON: {e}")))?;
     let Value::Object(mut top) = value else {
         return Err(fail(Value::Null, INVALID_REQUEST, "not a request: expected a JSON object".into()));
     };
@@ -85,9 +84,8 @@ pub fn decode_request(text: &str) -> Result<Request, DecodeFailure> {
     }
     match body.remove("method") {
         Some(Value::Object(wrapped)) => {
-            let (method, params) = single_entry(wrapped).map_err(|why| {
-                fail(id.clone(), INVALID_REQUEST, format!("not a request: \"method\" {why}"))
-            })?;
+            let (method, params) = single_entry(wrapped)
+                .map_err(|why| fail(id.clone(), INVALID_REQUEST, format!("not a request: \"method\" {why}")))?;
             Ok(Request { id, method, params, dialect: Dialect::Wrapped })
         }
         Some(Value::String(name)) => {
@@ -97,9 +95,8 @@ pub fn decode_request(text: &str) -> Result<Request, DecodeFailure> {
         }
         Some(_) => Err(fail(id, INVALID_REQUEST, "not a request: \"method\" must be an object".into())),
         None => {
-            let (method, params) = single_entry(body).map_err(|why| {
-                fail(id.clone(), INVALID_REQUEST, format!("not a request: the request {why}"))
-            })?;
+            let (method, params) = single_entry(body)
+                .map_err(|why| fail(id.clone(), INVALID_REQUEST, format!("not a request: the request {why}")))?;
             Ok(Request { id, method, params, dialect: Dialect::Flat })
         }
     }
@@ -167,7 +164,9 @@ mod tests {
         assert_eq!(req.method, "ping");
         assert_eq!(req.dialect, Dialect::Flat);
         assert_eq!(req.params, json!({"message":"hi"}));
-        let out: Value = serde_json::from_str(&encode_response(&req.id, "ping", req.dialect, json!({"message":"hi"})).into_string()).unwrap();
+        let out: Value =
+            serde_json::from_str(&encode_response(&req.id, "ping", req.dialect, json!({"message":"hi"})).into_string())
+                .unwrap();
         assert_eq!(out, json!({"serverResponse":{"id":"7","ping":{"message":"hi"}}}));
     }
 
@@ -175,7 +174,10 @@ mod tests {
     fn wrapped_request_decodes_and_answers_with_result() {
         let req = decode_request(r#"{"clientRequest":{"id":"r1","method":{"readFile":{"path":"a"}}}}"#).unwrap();
         assert_eq!((req.method.as_str(), req.dialect), ("readFile", Dialect::Wrapped));
-        let out: Value = serde_json::from_str(&encode_response(&req.id, "readFile", req.dialect, json!({"content":"x"})).into_string()).unwrap();
+        let out: Value = serde_json::from_str(
+            &encode_response(&req.id, "readFile", req.dialect, json!({"content":"x"})).into_string(),
+        )
+        .unwrap();
         assert_eq!(out, json!({"serverResponse":{"id":"r1","result":{"content":"x"}}}));
     }
 
@@ -195,8 +197,16 @@ mod tests {
 
     #[test]
     fn non_requests_are_invalid_requests() {
-        for text in ["[]", "3", "\"x\"", "{}", r#"{"foo":1}"#, r#"{"clientRequest":[]}"#,
-                     r#"{"clientRequest":{"ping":{}}}"#, r#"{"clientRequest":{"id":{},"ping":{}}}"#] {
+        for text in [
+            "[]",
+            "3",
+            "\"x\"",
+            "{}",
+            r#"{"foo":1}"#,
+            r#"{"clientRequest":[]}"#,
+            r#"{"clientRequest":{"ping":{}}}"#,
+            r#"{"clientRequest":{"id":{},"ping":{}}}"#,
+        ] {
             let err = decode_request(text).unwrap_err();
             assert_eq!(err.error.code, INVALID_REQUEST, "{text}");
         }
@@ -216,15 +226,21 @@ mod tests {
 
     #[test]
     fn errors_have_numeric_code_and_message() {
-        let out: Value = serde_json::from_str(&encode_error(&json!("9"), &RpcError::new(METHOD_NOT_FOUND, "unknown method 'x'"))).unwrap();
+        let out: Value =
+            serde_json::from_str(&encode_error(&json!("9"), &RpcError::new(METHOD_NOT_FOUND, "unknown method 'x'")))
+                .unwrap();
         assert_eq!(out, json!({"serverResponse":{"id":"9","error":{"code":-32601,"message":"unknown method 'x'"}}}));
     }
 
     #[test]
     fn notifications_in_both_dialects() {
-        let flat: Value = serde_json::from_str(&encode_notification("pluginMetadata", Dialect::Flat, &json!({"version":"1"}))).unwrap();
+        let flat: Value =
+            serde_json::from_str(&encode_notification("pluginMetadata", Dialect::Flat, &json!({"version":"1"})))
+                .unwrap();
         assert_eq!(flat, json!({"serverNotification":{"pluginMetadata":{"version":"1"}}}));
-        let wrapped: Value = serde_json::from_str(&encode_notification("selectionChanged", Dialect::Wrapped, &json!({"path":"/a"}))).unwrap();
+        let wrapped: Value =
+            serde_json::from_str(&encode_notification("selectionChanged", Dialect::Wrapped, &json!({"path":"/a"})))
+                .unwrap();
         assert_eq!(wrapped, json!({"serverNotification":{"method":{"selectionChanged":{"path":"/a"}}}}));
     }
 }

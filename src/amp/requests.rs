@@ -94,9 +94,11 @@ fn files(shared: &Shared) -> FileAccess<'_> {
 async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
     match files(shared).read(&abs).await.map_err(editor_error)? {
-        Ok(content) => {
-            Ok(object([("success", Value::Bool(true)), ("content", Value::String(content)), ("encoding", "utf-8".into())]))
-        }
+        Ok(content) => Ok(object([
+            ("success", Value::Bool(true)),
+            ("content", Value::String(content)),
+            ("encoding", "utf-8".into()),
+        ])),
         Err(why) => Ok(failure(why)),
     }
 }
@@ -144,12 +146,8 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
         Some(p) if !p.is_empty() => Some(files(shared).names_of(&resolve(shared, p)).await),
         _ => None,
     };
-    let raw = shared
-        .editor
-        .diagnostics(under)
-        .await
-        .map_err(editor_error)?
-        .map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
+    let raw =
+        shared.editor.diagnostics(under).await.map_err(editor_error)?.map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
     let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in raw {
         let item = json!({
@@ -204,9 +202,7 @@ async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
             shared.editor.open_file(path, selection).await
         }
-        Some("http" | "https") => {
-            shared.editor.open_url(uri.to_owned()).await
-        }
+        Some("http" | "https") => shared.editor.open_url(uri.to_owned()).await,
         Some(other) => {
             return Ok(failure(format!("unsupported URI scheme '{other}:' (file, http and https are supported)")))
         }
@@ -237,7 +233,8 @@ mod tests {
     use crate::testutil::TempDir;
 
     fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Arc<Shared> {
-        let options = ServerOptions { workspace_folders: vec![workspace.to_string_lossy().into_owned()], ..Default::default() };
+        let options =
+            ServerOptions { workspace_folders: vec![workspace.to_string_lossy().into_owned()], ..Default::default() };
         Arc::new(Shared::new(options, editor, "t".into(), 0, workspace.to_path_buf()))
     }
 
@@ -288,7 +285,10 @@ mod tests {
         assert_eq!((got["success"].clone(), got["appliedChanges"].clone()), (json!(true), json!(true)), "{got}");
         assert_eq!(std::fs::read(&file).unwrap(), b"one\r\nTWO\r\nthree\r\n");
         let buffer = editor.buffer(&file).unwrap();
-        assert_eq!((buffer.lines, buffer.format.line_end, buffer.modified), (vec!["one".into(), "TWO".into(), "three".into()], LineEnd::Dos, false));
+        assert_eq!(
+            (buffer.lines, buffer.format.line_end, buffer.modified),
+            (vec!["one".into(), "TWO".into(), "three".into()], LineEnd::Dos, false)
+        );
         assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::Apply, Call::Replace]);
         // The same text again: nothing is written, the file keeps its bytes and mtime.
         let before = std::fs::metadata(&file).unwrap().modified().unwrap();
@@ -374,7 +374,11 @@ mod tests {
         let shared = server(editor.clone(), &dir.0);
         let got = call(&shared, "getDiagnostics", json!({ "path": file })).await;
         let d = &got["entries"][0]["diagnostics"][0];
-        assert_eq!((d["range"]["startCharacter"].clone(), d["range"]["endCharacter"].clone()), (json!(3), json!(4)), "{got}");
+        assert_eq!(
+            (d["range"]["startCharacter"].clone(), d["range"]["endCharacter"].clone()),
+            (json!(3), json!(4)),
+            "{got}"
+        );
         assert_eq!(d["severity"], "warning");
         assert!(got["entries"][0]["uri"].as_str().unwrap().starts_with("file:///"));
     }

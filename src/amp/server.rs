@@ -12,8 +12,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::json_text::JsonText;
 use super::context::{PublishedSelection, PublishedVisibleFiles, RawSelection};
+use super::json_text::JsonText;
 use super::lockfile::{self, Lockfile};
 use super::options::ServerOptions;
 use super::protocol::{encode_notification, Dialect};
@@ -130,13 +130,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(
-        options: ServerOptions,
-        editor: Arc<dyn Editor>,
-        token: String,
-        port: u16,
-        lock_dir: PathBuf,
-    ) -> Self {
+    pub fn new(options: ServerOptions, editor: Arc<dyn Editor>, token: String, port: u16, lock_dir: PathBuf) -> Self {
         let options_budget = options.max_inflight_bytes;
         Self {
             workspace: RwLock::new(options.workspace_folders.clone()),
@@ -370,4 +364,3 @@ impl Shared {
         });
     }
 }
-

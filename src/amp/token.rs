@@ -3,8 +3,8 @@
 //! The token is written to the lockfile and must be presented by clients, so it has
 //! to be unguessable (OS CSPRNG) and compared without leaking timing information.
 
-use rand::rngs::OsRng;
 use base64::Engine;
+use rand::rngs::OsRng;
 use rand::RngCore;
 
 /// Number of random bytes in a token (256 bits).
@@ -42,9 +42,7 @@ mod tests {
     fn token_shape() {
         let t = generate_token();
         assert_eq!(t.len(), 43);
-        assert!(t
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+        assert!(t.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
         assert!(!t.contains('='));
     }
 

@@ -112,4 +112,3 @@ pub enum WritePlan {
     /// `:write` writes the file itself (hard links, symlinks, another owner).
     InPlace,
 }
-

@@ -122,7 +122,12 @@ pub trait Editor: Send + Sync + 'static {
 
     /// Applies `edit` and writes the buffer as the user's `:w` would, in
     /// one step; nothing is left half-done when the write fails.
-    fn apply_and_write(&self, edit: BufferEdit, write: WriteRequest, plan: WritePlan) -> Pending<'_, Result<(), ApplyError>>;
+    fn apply_and_write(
+        &self,
+        edit: BufferEdit,
+        write: WriteRequest,
+        plan: WritePlan,
+    ) -> Pending<'_, Result<(), ApplyError>>;
 
     /// A clean buffer takes its file's new text: `edit`, then the file's
     /// format and the editor's record of the file, in one step.

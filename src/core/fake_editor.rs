@@ -196,10 +196,24 @@ impl Editor for FakeEditor {
             // Loaded for the edit, as `:edit` reads it.
             let bytes = std::fs::read(&paths[0]).map_err(|e| e.to_string())?;
             let disk = filetext::decode(&bytes, &filetext::ReadOptions::default()).map_err(|e| e.0)?;
-            let format = BufferFormat { line_end: disk.line_end, eol: disk.eol, bomb: disk.bomb, encoding: disk.encoding, ..unix_format() };
+            let format = BufferFormat {
+                line_end: disk.line_end,
+                eol: disk.eol,
+                bomb: disk.bomb,
+                encoding: disk.encoding,
+                ..unix_format()
+            };
             let lines = disk.lines().into_iter().map(str::to_owned).collect();
             let bufnr = s.buffers.len() as i32 + 1;
-            s.buffers.push(FakeBuffer { bufnr, path: paths[0].clone(), lines, tick: 1, modified: false, format, undo: None });
+            s.buffers.push(FakeBuffer {
+                bufnr,
+                path: paths[0].clone(),
+                lines,
+                tick: 1,
+                modified: false,
+                format,
+                undo: None,
+            });
             Ok(text_of(s.buffers.last().expect("just pushed")))
         })
     }
@@ -219,7 +233,14 @@ impl Editor for FakeEditor {
         self.records
     }
 
-    fn replace_applied(&self, bufnr: i32, _tick: u32, _write: WriteRequest, tmp: PathBuf, target: PathBuf) -> Pending<'_, Result<(), ApplyError>> {
+    fn replace_applied(
+        &self,
+        bufnr: i32,
+        _tick: u32,
+        _write: WriteRequest,
+        tmp: PathBuf,
+        target: PathBuf,
+    ) -> Pending<'_, Result<(), ApplyError>> {
         self.answer(Call::Replace, |s| {
             let b = by_number(s, bufnr).ok_or(ApplyError::Changed)?;
             std::fs::rename(&tmp, &target).map_err(|e| ApplyError::Failed(e.to_string()))?;
@@ -228,7 +249,12 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn apply_and_write(&self, edit: BufferEdit, _write: WriteRequest, _plan: WritePlan) -> Pending<'_, Result<(), ApplyError>> {
+    fn apply_and_write(
+        &self,
+        edit: BufferEdit,
+        _write: WriteRequest,
+        _plan: WritePlan,
+    ) -> Pending<'_, Result<(), ApplyError>> {
         self.answer(Call::ApplyAndWrite, |s| {
             apply_to(s, &edit)?;
             let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
@@ -244,7 +270,13 @@ impl Editor for FakeEditor {
                 apply_to(s, &edit)?;
             }
             let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
-            b.format = BufferFormat { line_end: disk.line_end, eol: disk.eol, bomb: disk.bomb, encoding: disk.encoding, ..b.format };
+            b.format = BufferFormat {
+                line_end: disk.line_end,
+                eol: disk.eol,
+                bomb: disk.bomb,
+                encoding: disk.encoding,
+                ..b.format
+            };
             b.modified = false;
             Ok(())
         })
@@ -256,7 +288,11 @@ impl Editor for FakeEditor {
 
     fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>> {
         self.answer(Call::Diagnostics(under.clone()), |s| {
-            Ok(s.diagnostics.iter().filter(|d| under.as_ref().is_none_or(|u| u.iter().any(|p| d.path.starts_with(p)))).cloned().collect())
+            Ok(s.diagnostics
+                .iter()
+                .filter(|d| under.as_ref().is_none_or(|u| u.iter().any(|p| d.path.starts_with(p))))
+                .cloned()
+                .collect())
         })
     }
 
@@ -272,4 +308,3 @@ impl Editor for FakeEditor {
         self.state().calls.push(Call::Event(name, data));
     }
 }
-

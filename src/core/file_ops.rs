@@ -95,7 +95,9 @@ impl FileAccess<'_> {
         // No buffer has it: the disk has the text, no need to wait for the editor.
         let loaded = if self.loaded.maybe(&paths) { self.editor.loaded_text(paths).await? } else { Ok(None) };
         Ok(match loaded {
-            Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => Err(too_big(abs, snapshot.joined.len() as u64, max)),
+            Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
+                Err(too_big(abs, snapshot.joined.len() as u64, max))
+            }
             Ok(Some(snapshot)) => Ok(snapshot.file_text()),
             Ok(None) => match meta {
                 Ok(meta) if meta.len() > max => Err(too_big(abs, meta.len(), max)),
@@ -130,7 +132,9 @@ impl FileAccess<'_> {
         let beside = abs.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
         let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &paths, &new_text)).await;
-        edited.unwrap_or_else(|| Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display()))))
+        edited.unwrap_or_else(|| {
+            Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display())))
+        })
     }
 
     async fn edit_once(
@@ -171,7 +175,8 @@ impl FileAccess<'_> {
             Ok(s) => s,
             Err(e) => return Ok(Err(Attempt::Refused(e))),
         };
-        let (bufnr, tick, format, modified) = (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
+        let (bufnr, tick, format, modified) =
+            (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
         if let Some(why) = refused_by_buffer(abs, &format) {
             return Ok(Err(Attempt::Refused(why)));
         }
@@ -188,8 +193,13 @@ impl FileAccess<'_> {
             Err(why) => return Ok(Err(Attempt::Refused(format!("cannot edit {}: {why}", abs.display())))),
         };
         if format.encoding == "latin1" {
-            let bad: String =
-                hunks.iter().flat_map(|h| h.lines.iter()).flat_map(|l| l.chars()).filter(|&c| c > '\u{ff}').take(8).collect();
+            let bad: String = hunks
+                .iter()
+                .flat_map(|h| h.lines.iter())
+                .flat_map(|l| l.chars())
+                .filter(|&c| c > '\u{ff}')
+                .take(8)
+                .collect();
             if !bad.is_empty() {
                 return Ok(Err(Attempt::Refused(format!(
                     "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
@@ -400,4 +410,3 @@ fn disk_bytes(lines: &[&str], format: &BufferFormat, final_eol: FinalEol) -> Opt
     let text = filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
     filetext::encode(text, format.encoding, format.bomb)
 }
-

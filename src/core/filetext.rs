@@ -175,14 +175,26 @@ pub fn known_encoding(name: &str) -> &'static str {
 /// `None` for any other encoding, or a character Latin-1 has no byte for.
 pub fn encode(text: String, encoding: &str, bomb: bool) -> Option<Vec<u8>> {
     let unit16 = |big: bool| -> Vec<u8> {
-        let mut out = if !bomb { Vec::new() } else if big { vec![0xFE, 0xFF] } else { vec![0xFF, 0xFE] };
+        let mut out = if !bomb {
+            Vec::new()
+        } else if big {
+            vec![0xFE, 0xFF]
+        } else {
+            vec![0xFF, 0xFE]
+        };
         for u in text.encode_utf16() {
             out.extend_from_slice(&if big { u.to_be_bytes() } else { u.to_le_bytes() });
         }
         out
     };
     let unit32 = |big: bool| -> Vec<u8> {
-        let mut out = if !bomb { Vec::new() } else if big { vec![0, 0, 0xFE, 0xFF] } else { vec![0xFF, 0xFE, 0, 0] };
+        let mut out = if !bomb {
+            Vec::new()
+        } else if big {
+            vec![0, 0, 0xFE, 0xFF]
+        } else {
+            vec![0xFF, 0xFE, 0, 0]
+        };
         for c in text.chars() {
             out.extend_from_slice(&if big { (c as u32).to_be_bytes() } else { (c as u32).to_le_bytes() });
         }
@@ -464,7 +476,12 @@ mod tests {
 
     #[test]
     fn split_then_write_is_the_identity_for_the_formats_own_text() {
-        for (text, end) in [("a\r\nb\r\n", LineEnd::Dos), ("a\r\nb", LineEnd::Dos), ("a\rb\r", LineEnd::Mac), ("a\r\nb\n", LineEnd::Unix)] {
+        for (text, end) in [
+            ("a\r\nb\r\n", LineEnd::Dos),
+            ("a\r\nb", LineEnd::Dos),
+            ("a\rb\r", LineEnd::Mac),
+            ("a\r\nb\n", LineEnd::Unix),
+        ] {
             let (lines, eol) = split_lines(text, end);
             assert_eq!(written_text(lines.join("\n").into_bytes(), false, end, eol), text);
         }

@@ -238,7 +238,8 @@ async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bo
         Ok(Err(e)) => return done(Err(e)),
         Err(e) => return done(Err(e.to_string())),
     };
-    let report = |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
+    let report =
+        |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
     if snapshot.modified && !take {
         return done(report(FileChange::Conflict).await);
     }
@@ -273,7 +274,10 @@ mod tests {
         editor.open(path, &["old", "same"], false, unix_format());
         reload(&editor, path, disk(b"new\r\nsame\r\n"), false).await.unwrap();
         let b = editor.buffer(path).unwrap();
-        assert_eq!((b.lines, b.format.line_end, b.modified), (vec!["new".to_owned(), "same".to_owned()], LineEnd::Dos, false));
+        assert_eq!(
+            (b.lines, b.format.line_end, b.modified),
+            (vec!["new".to_owned(), "same".to_owned()], LineEnd::Dos, false)
+        );
         assert_eq!(editor.calls().last(), Some(&Call::FileChanged(path.into(), FileChange::Reloaded)));
     }
 

@@ -99,9 +99,9 @@ pub fn write_temp(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
 }
 
 fn name_and_dir(target: &Path) -> io::Result<(String, &Path)> {
-    let name = target.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", target.display()))
-    })?;
+    let name = target
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no file name in {}", target.display())))?;
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -263,10 +263,7 @@ fn resolve_symlinks(path: &Path) -> io::Result<PathBuf> {
             Err(e) => return Err(e),
         }
     }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("too many symlinks: {}", path.display()),
-    ))
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("too many symlinks: {}", path.display())))
 }
 
 /// Creates `.<name>.amp-<pid>-<hex>.tmp` in `dir` with O_EXCL, retrying on
@@ -275,12 +272,7 @@ fn create_temp(dir: &Path, name: &str, mode: u32) -> io::Result<(File, PathBuf)>
     let mut last_err = None;
     for _ in 0..16 {
         let tmp = dir.join(format!(".{name}.amp-{}-{:016x}.tmp", std::process::id(), rand::random::<u64>()));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode & 0o777)
-            .open(&tmp)
-        {
+        match OpenOptions::new().write(true).create_new(true).mode(mode & 0o777).open(&tmp) {
             Ok(f) => return Ok((f, tmp)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
             Err(e) => return Err(e),
@@ -346,10 +338,10 @@ mod tests {
         let dir = TempDir::new("orphans");
         let (dead, me) = (dead_pid(), std::process::id());
         let keep = [
-            format!(".f.amp-{me}-01.tmp"), // ours: maybe a write in progress
-            ".f.amp-1-02.tmp".to_string(), // a live process's
+            format!(".f.amp-{me}-01.tmp"),             // ours: maybe a write in progress
+            ".f.amp-1-02.tmp".to_string(),             // a live process's
             ".f.amp-00ff00ff00ff00ff.tmp".to_string(), // no pid to check
-            format!(".g.amp-{dead}-03.tmp"), // another file's
+            format!(".g.amp-{dead}-03.tmp"),           // another file's
         ];
         for name in keep.iter().chain([&format!(".f.amp-{dead}-00.tmp")]) {
             fs::write(dir.0.join(name), b"partial").unwrap();
@@ -362,10 +354,8 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut v: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }
@@ -420,14 +410,8 @@ mod tests {
         let link2 = t.0.join("link2.txt");
         symlink(&link, &link2).unwrap(); // chain, absolute
         atomic_write(&link2, b"via link").unwrap();
-        assert!(fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
-        assert!(fs::symlink_metadata(&link2)
-            .unwrap()
-            .file_type()
-            .is_symlink());
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(&link2).unwrap().file_type().is_symlink());
         assert_eq!(fs::read(&target).unwrap(), b"via link");
         assert_eq!(mode(&target), 0o600);
         assert_eq!(names(&t.0), ["link.txt", "link2.txt", "real.txt"]);
@@ -452,10 +436,7 @@ mod tests {
         let link = t.0.join("link");
         symlink("absent", &link).unwrap();
         atomic_write(&link, b"made").unwrap();
-        assert!(fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(fs::read(t.0.join("absent")).unwrap(), b"made");
         assert_eq!(mode(&t.0.join("absent")), NEW_FILE_MODE);
     }
@@ -490,10 +471,7 @@ mod tests {
 
     #[test]
     fn path_without_file_name_is_rejected() {
-        assert_eq!(
-            atomic_write(Path::new("/"), b"x").unwrap_err().kind(),
-            io::ErrorKind::InvalidInput
-        );
+        assert_eq!(atomic_write(Path::new("/"), b"x").unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -85,7 +85,10 @@ pub fn init(path: PathBuf, level: Level) {
         while let Ok(line) = rx.recv() {
             let dropped = DROPPED.swap(0, Ordering::Relaxed);
             if dropped > 0 {
-                file.write(&stamp(Level::Warn, &format!("log: {dropped} lines dropped (written faster than the disk took them)")));
+                file.write(&stamp(
+                    Level::Warn,
+                    &format!("log: {dropped} lines dropped (written faster than the disk took them)"),
+                ));
             }
             file.write(&line);
         }
@@ -235,10 +238,11 @@ pub fn limited(kind: &'static str, level: Level, message: impl AsRef<str>) {
     }
     let note = {
         let mut bursts = BURSTS.lock().unwrap_or_else(|p| p.into_inner());
-        let burst = bursts
-            .get_or_insert_with(HashMap::new)
-            .entry(kind)
-            .or_insert_with(|| Burst { started: Instant::now(), written: 0, suppressed: 0 });
+        let burst = bursts.get_or_insert_with(HashMap::new).entry(kind).or_insert_with(|| Burst {
+            started: Instant::now(),
+            written: 0,
+            suppressed: 0,
+        });
         let mut note = None;
         if burst.started.elapsed() >= WINDOW {
             if burst.suppressed > 0 {

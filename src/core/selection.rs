@@ -33,7 +33,13 @@ impl RawSelection {
         Self {
             path,
             cursor_only: true,
-            regions: vec![RawRegion { start_line: line, start_col: col, end_line: line, end_col: col, lines: vec![text] }],
+            regions: vec![RawRegion {
+                start_line: line,
+                start_col: col,
+                end_line: line,
+                end_col: col,
+                lines: vec![text],
+            }],
         }
     }
 
@@ -47,4 +53,3 @@ impl RawSelection {
                 && r.start_col == col && r.end_col == col && r.lines.len() == 1 && r.lines[0] == text)
     }
 }
-

@@ -163,12 +163,7 @@ pub fn parse_line_fragment(fragment: &str) -> Option<LineSelection> {
             (Some(l), c)
         }
     };
-    Some(LineSelection {
-        start_line,
-        start_col,
-        end_line,
-        end_col,
-    })
+    Some(LineSelection { start_line, start_col, end_line, end_col })
 }
 
 /// Removes a leading `L`/`l`.
@@ -201,20 +196,12 @@ mod tests {
     }
 
     fn sel(sl: u32, sc: Option<u32>, el: Option<u32>, ec: Option<u32>) -> Option<LineSelection> {
-        Some(LineSelection {
-            start_line: sl,
-            start_col: sc,
-            end_line: el,
-            end_col: ec,
-        })
+        Some(LineSelection { start_line: sl, start_col: sc, end_line: el, end_col: ec })
     }
 
     #[test]
     fn encode_example_from_spec() {
-        assert_eq!(
-            path_to_file_uri(Path::new("/tmp/a b#%é.txt")),
-            "file:///tmp/a%20b%23%25%C3%A9.txt"
-        );
+        assert_eq!(path_to_file_uri(Path::new("/tmp/a b#%é.txt")), "file:///tmp/a%20b%23%25%C3%A9.txt");
     }
 
     #[test]
@@ -227,10 +214,7 @@ mod tests {
     #[test]
     fn encode_reserved_and_control() {
         assert_eq!(path_to_file_uri(Path::new("/a?b")), "file:///a%3Fb");
-        assert_eq!(
-            path_to_file_uri(Path::new("/a:b@c+d")),
-            "file:///a%3Ab%40c%2Bd"
-        );
+        assert_eq!(path_to_file_uri(Path::new("/a:b@c+d")), "file:///a%3Ab%40c%2Bd");
         assert_eq!(path_to_file_uri(Path::new("/t\tn\n")), "file:///t%09n%0A");
         assert_eq!(path_to_file_uri(Path::new("/\u{7f}")), "file:///%7F");
     }
@@ -303,50 +287,23 @@ mod tests {
         assert_eq!(file_uri_to_path("FILE:///a").unwrap(), p("/a"));
         assert_eq!(file_uri_to_path("file:/a/b").unwrap(), p("/a/b"));
         assert_eq!(file_uri_to_path("file:///a/b?x=1#L3").unwrap(), p("/a/b"));
-        assert_eq!(
-            file_uri_to_path("file:///a/b#frag?notquery").unwrap(),
-            p("/a/b")
-        );
+        assert_eq!(file_uri_to_path("file:///a/b#frag?notquery").unwrap(), p("/a/b"));
         assert_eq!(file_uri_to_path("file:///a%2fb").unwrap(), p("/a/b"));
-        assert_eq!(
-            file_uri_to_path("file:///%e2%86%92").unwrap(),
-            p("/\u{2192}")
-        );
+        assert_eq!(file_uri_to_path("file:///%e2%86%92").unwrap(), p("/\u{2192}"));
         // Unencoded non-ASCII passes through.
-        assert_eq!(
-            file_uri_to_path("file:///caf\u{e9}").unwrap(),
-            p("/caf\u{e9}")
-        );
+        assert_eq!(file_uri_to_path("file:///caf\u{e9}").unwrap(), p("/caf\u{e9}"));
     }
 
     #[test]
     fn decode_errors() {
         use UriError::*;
-        assert_eq!(
-            file_uri_to_path("http://x/a"),
-            Err(NotFileScheme("http".into()))
-        );
-        assert_eq!(
-            file_uri_to_path("/abs/path"),
-            Err(NotFileScheme(String::new()))
-        );
+        assert_eq!(file_uri_to_path("http://x/a"), Err(NotFileScheme("http".into())));
+        assert_eq!(file_uri_to_path("/abs/path"), Err(NotFileScheme(String::new())));
         assert_eq!(file_uri_to_path(""), Err(NotFileScheme(String::new())));
-        assert_eq!(
-            file_uri_to_path("files:///a"),
-            Err(NotFileScheme("files".into()))
-        );
-        assert_eq!(
-            file_uri_to_path("file://host/a"),
-            Err(RemoteHost("host".into()))
-        );
-        assert_eq!(
-            file_uri_to_path("file://localhost:80/a"),
-            Err(RemoteHost("localhost:80".into()))
-        );
-        assert_eq!(
-            file_uri_to_path("file://server"),
-            Err(RemoteHost("server".into()))
-        );
+        assert_eq!(file_uri_to_path("files:///a"), Err(NotFileScheme("files".into())));
+        assert_eq!(file_uri_to_path("file://host/a"), Err(RemoteHost("host".into())));
+        assert_eq!(file_uri_to_path("file://localhost:80/a"), Err(RemoteHost("localhost:80".into())));
+        assert_eq!(file_uri_to_path("file://server"), Err(RemoteHost("server".into())));
         assert_eq!(file_uri_to_path("file:///a%"), Err(BadPercentEncoding));
         assert_eq!(file_uri_to_path("file:///a%2"), Err(BadPercentEncoding));
         assert_eq!(file_uri_to_path("file:///a%zz"), Err(BadPercentEncoding));
@@ -361,19 +318,11 @@ mod tests {
 
     #[test]
     fn error_display_is_readable() {
-        assert_eq!(
-            UriError::NotFileScheme("http".into()).to_string(),
-            "not a file:// URI (scheme \"http\")"
-        );
-        assert_eq!(
-            UriError::NotFileScheme(String::new()).to_string(),
-            "not a file:// URI (no scheme)"
-        );
+        assert_eq!(UriError::NotFileScheme("http".into()).to_string(), "not a file:// URI (scheme \"http\")");
+        assert_eq!(UriError::NotFileScheme(String::new()).to_string(), "not a file:// URI (no scheme)");
         assert!(UriError::BadPercentEncoding.to_string().contains("percent"));
         assert!(UriError::NotAbsolute.to_string().contains("absolute"));
-        assert!(UriError::RemoteHost("h".into())
-            .to_string()
-            .contains("\"h\""));
+        assert!(UriError::RemoteHost("h".into()).to_string().contains("\"h\""));
         let e: Box<dyn std::error::Error> = Box::new(UriError::NotAbsolute);
         assert!(!e.to_string().is_empty());
     }
@@ -384,41 +333,17 @@ mod tests {
         assert_eq!(parse_line_fragment("l12"), sel(12, None, None, None));
         assert_eq!(parse_line_fragment("L12C3"), sel(12, Some(3), None, None));
         assert_eq!(parse_line_fragment("L12c3"), sel(12, Some(3), None, None));
-        assert_eq!(
-            parse_line_fragment("L12-L20"),
-            sel(12, None, Some(20), None)
-        );
-        assert_eq!(
-            parse_line_fragment("L12-l20"),
-            sel(12, None, Some(20), None)
-        );
+        assert_eq!(parse_line_fragment("L12-L20"), sel(12, None, Some(20), None));
+        assert_eq!(parse_line_fragment("L12-l20"), sel(12, None, Some(20), None));
         assert_eq!(parse_line_fragment("L12-20"), sel(12, None, Some(20), None));
-        assert_eq!(
-            parse_line_fragment("L12C3-L20C5"),
-            sel(12, Some(3), Some(20), Some(5))
-        );
-        assert_eq!(
-            parse_line_fragment("L12C3-L20"),
-            sel(12, Some(3), Some(20), None)
-        );
-        assert_eq!(
-            parse_line_fragment("L12-L20C5"),
-            sel(12, None, Some(20), Some(5))
-        );
-        assert_eq!(
-            parse_line_fragment("L12-20C5"),
-            sel(12, None, Some(20), Some(5))
-        );
+        assert_eq!(parse_line_fragment("L12C3-L20C5"), sel(12, Some(3), Some(20), Some(5)));
+        assert_eq!(parse_line_fragment("L12C3-L20"), sel(12, Some(3), Some(20), None));
+        assert_eq!(parse_line_fragment("L12-L20C5"), sel(12, None, Some(20), Some(5)));
+        assert_eq!(parse_line_fragment("L12-20C5"), sel(12, None, Some(20), Some(5)));
         assert_eq!(parse_line_fragment("L007"), sel(7, None, None, None));
-        assert_eq!(
-            parse_line_fragment("L4294967295"),
-            sel(u32::MAX, None, None, None)
-        );
+        assert_eq!(parse_line_fragment("L4294967295"), sel(u32::MAX, None, None, None));
         // Reversed ranges are returned as written.
-        assert_eq!(
-            parse_line_fragment("L20-L12"),
-            sel(20, None, Some(12), None)
-        );
+        assert_eq!(parse_line_fragment("L20-L12"), sel(20, None, Some(12), None));
     }
 
     #[test]

@@ -170,7 +170,12 @@ pub fn read_document(bufnr: i32, max_bytes: usize) -> Result<Option<Document>, S
     let values: mlua::MultiValue = lua::helper("document", (bufnr, max_bytes)).map_err(|e| api_err("document", e))?;
     let mut v = values.into_iter();
     match (v.next(), v.next(), v.next(), v.next()) {
-        (Some(mlua::Value::String(name)), Some(mlua::Value::String(text)), Some(tick), Some(mlua::Value::Integer(buf))) => {
+        (
+            Some(mlua::Value::String(name)),
+            Some(mlua::Value::String(text)),
+            Some(tick),
+            Some(mlua::Value::Integer(buf)),
+        ) => {
             let generation = match tick {
                 mlua::Value::Integer(t) => t as u32,
                 mlua::Value::Number(t) => t as u32,
@@ -209,7 +214,8 @@ pub fn render(bufnr: i32, generation: u32, lines: Vec<LineTitles>, listed: Strin
             ANSWERS.with(|a| a.borrow_mut().remove(&bufnr));
             return Ok(());
         }
-        let line_count: usize = lua::api("nvim_buf_line_count", bufnr).map_err(|e| api_err("nvim_buf_line_count", e))?;
+        let line_count: usize =
+            lua::api("nvim_buf_line_count", bufnr).map_err(|e| api_err("nvim_buf_line_count", e))?;
         ANSWERS.with(|a| a.borrow_mut().insert(bufnr, Answer::new(generation, lines, line_count)));
         redraw_windows_of(bufnr).map_err(|e| api_err("nvim__redraw", e))
     };

@@ -86,7 +86,8 @@ pub fn open() -> Result<(), String> {
         None => {
             let (tx, rx) = mpsc::channel::<Job>();
             INBOX.with(|inbox| *inbox.borrow_mut() = Some(rx));
-            let wake = AsyncHandle::new(schedule_drain).map_err(|e| format!("cannot create the libuv async handle: {e}"))?;
+            let wake =
+                AsyncHandle::new(schedule_drain).map_err(|e| format!("cannot create the libuv async handle: {e}"))?;
             DOOR.get_or_init(|| Door { jobs: tx, wake })
         }
     };

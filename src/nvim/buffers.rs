@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{api_err, file_record, find_buffer, lua_paths, lua};
+use super::{api_err, file_record, find_buffer, lua, lua_paths};
 use crate::core::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
 use crate::core::edit::Hunk;
 use crate::core::filetext::DiskText;
@@ -25,13 +25,18 @@ pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
     snapshot(buf)
 }
 
-type SnapshotFields = (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String, bool);
+type SnapshotFields =
+    (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String, bool);
 
 fn snapshot(buf: i32) -> Result<BufferText, String> {
     let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc, bomb): SnapshotFields =
         lua::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
     let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
-    let line_end = if binary { LineEnd::Unix } else { LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix) };
+    let line_end = if binary {
+        LineEnd::Unix
+    } else {
+        LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix)
+    };
     Ok(BufferText {
         bufnr: buf,
         changedtick,
@@ -113,7 +118,8 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
             return error(outcome);
         }
     };
-    let tmp = crate::core::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
+    let tmp =
+        crate::core::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
     let result = super::lua_path(&tmp)
         .and_then(|name| lua::helper::<_, Option<String>>("write", (bufnr, autocmds, name, true)))
         .map_err(|e| failed("writing the file", &e))
@@ -151,10 +157,14 @@ pub fn replace_applied(
     target: &Path,
 ) -> Result<(), ApplyError> {
     let stamp = [stamp.0, stamp.1, stamp.2 as i64, stamp.3 as i64];
-    if !lua::helper::<_, bool>("same_file", (bufnr, stamp)).map_err(|e| ApplyError::Failed(api_err("checking the file", e)))? {
+    if !lua::helper::<_, bool>("same_file", (bufnr, stamp))
+        .map_err(|e| ApplyError::Failed(api_err("checking the file", e)))?
+    {
         return Err(ApplyError::Changed);
     }
-    let typed = lua::helper::<_, u32>("changedtick", bufnr).map_err(|e| ApplyError::Failed(api_err("reading the buffer", e)))? != tick;
+    let typed = lua::helper::<_, u32>("changedtick", bufnr)
+        .map_err(|e| ApplyError::Failed(api_err("reading the buffer", e)))?
+        != tick;
     replace(bufnr, autocmds, tmp, target, false)?;
     if typed {
         // The disk has the agent's text; the user's typing since is unsaved.

@@ -171,8 +171,11 @@ unsafe fn take_error(err: &mut RawError, what: &str) -> Option<String> {
     if err.kind == NO_ERROR {
         return None;
     }
-    let message =
-        if err.msg.is_null() { format!("{what} failed") } else { CStr::from_ptr(err.msg).to_string_lossy().into_owned() };
+    let message = if err.msg.is_null() {
+        format!("{what} failed")
+    } else {
+        CStr::from_ptr(err.msg).to_string_lossy().into_owned()
+    };
     api_clear_error(err);
     Some(message)
 }
@@ -191,8 +194,11 @@ pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
         return set().map_err(|e| format!("nvim_buf_set_var: {e}"));
     }
     let name = RawString { data: name.as_ptr(), size: name.len() };
-    let value =
-        RawObject { kind: OBJECT_STRING, string: RawString { data: value.as_ptr(), size: value.len() }, _rest_of_union: 0 };
+    let value = RawObject {
+        kind: OBJECT_STRING,
+        string: RawString { data: value.as_ptr(), size: value.len() },
+        _rest_of_union: 0,
+    };
     let mut err = RawError { kind: NO_ERROR, msg: null_mut() };
     // SAFETY: main thread; `name` and `value` point into borrowed memory that
     // outlives the call, and Neovim only reads them (it copies the value).
@@ -208,9 +214,8 @@ pub fn set_buffer_var(buf: i32, name: &str, value: &str) -> Result<(), String> {
 /// Neovim reports an error. Main thread only.
 pub fn with_cursor_line<R>(f: impl FnOnce(usize, usize, &[u8]) -> R) -> Option<R> {
     if !c_api() {
-        let (row, col): (i64, i64) = lua::api::<_, mlua::Table>("nvim_win_get_cursor", 0)
-            .and_then(|t| Ok((t.get(1)?, t.get(2)?)))
-            .ok()?;
+        let (row, col): (i64, i64) =
+            lua::api::<_, mlua::Table>("nvim_win_get_cursor", 0).and_then(|t| Ok((t.get(1)?, t.get(2)?))).ok()?;
         let line: mlua::String = lua::api("nvim_get_current_line", ()).ok()?;
         return Some(f(row.max(0) as usize, col.max(0) as usize, &line.as_bytes()));
     }
@@ -271,8 +276,11 @@ pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
         let result = if let Some(message) = take_error(&mut err, "nvim_buf_get_lines") {
             Err(message)
         } else {
-            let items: &[RawObject] =
-                if lines.size == 0 || lines.items.is_null() { &[] } else { std::slice::from_raw_parts(lines.items, lines.size) };
+            let items: &[RawObject] = if lines.size == 0 || lines.items.is_null() {
+                &[]
+            } else {
+                std::slice::from_raw_parts(lines.items, lines.size)
+            };
             let mut out = Vec::with_capacity(size_hint.max(items.len()));
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {

@@ -31,11 +31,8 @@ pub fn read_selection() -> Option<RawSelection> {
     }
     let (Value::Table(regions), Value::Table(lines), first) = (v.next()?, v.next()?, v.next()?) else { return None };
     let first = as_usize(&first)?;
-    let lines: Vec<Vec<u8>> = lines
-        .sequence_values::<mlua::String>()
-        .filter_map(Result::ok)
-        .map(|s| s.as_bytes().to_vec())
-        .collect();
+    let lines: Vec<Vec<u8>> =
+        lines.sequence_values::<mlua::String>().filter_map(Result::ok).map(|s| s.as_bytes().to_vec()).collect();
     let mut out = Vec::new();
     for region in regions.sequence_values::<Table>() {
         let r = region.ok()?;

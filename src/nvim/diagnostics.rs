@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use mlua::{Table, Value};
 
-use super::{api_err, lua_paths, lua, path_from_lua};
+use super::{api_err, lua, lua_paths, path_from_lua};
 use crate::core::editor::RawDiagnostic;
-
 
 pub fn collect(under: Option<Vec<PathBuf>>) -> Result<Vec<RawDiagnostic>, String> {
     let prefixes = match &under {

@@ -60,9 +60,22 @@ impl Editor for Neovim {
         main(move || buffers::replace_applied(bufnr, tick, write.autocmds, write.stamp, &tmp, &target))
     }
 
-    fn apply_and_write(&self, edit: BufferEdit, write: WriteRequest, plan: WritePlan) -> Pending<'_, Result<(), ApplyError>> {
+    fn apply_and_write(
+        &self,
+        edit: BufferEdit,
+        write: WriteRequest,
+        plan: WritePlan,
+    ) -> Pending<'_, Result<(), ApplyError>> {
         main(move || {
-            buffers::apply_and_write(edit.bufnr, edit.tick, edit.hunks, edit.final_eol, write.autocmds, write.stamp, plan)
+            buffers::apply_and_write(
+                edit.bufnr,
+                edit.tick,
+                edit.hunks,
+                edit.final_eol,
+                write.autocmds,
+                write.stamp,
+                plan,
+            )
         })
     }
 

@@ -12,10 +12,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use mlua::{Function, Lua, Table};
 use serde_json::{json, Value};
 
+use crate::amp;
 use crate::amp::options::ServerOptions;
 use crate::core::{filetext, log};
 use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
-use crate::amp;
 
 /// The module's entry point (`luaopen_amp_core`, made by mlua), `require`d
 /// through `package.loadlib` on Neovim's main thread. An error raises in
@@ -32,119 +32,187 @@ fn amp_core(lua: &Lua) -> mlua::Result<Table> {
         })?;
     }
     bulk::init(lua);
-    lua::init(lua).and_then(|()| exports(lua)).map_err(|e| mlua::Error::runtime(format!("amp_core failed to load: {e}")))
+    lua::init(lua)
+        .and_then(|()| exports(lua))
+        .map_err(|e| mlua::Error::runtime(format!("amp_core failed to load: {e}")))
 }
 
 fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("version", export(lua, |_: Vec<Value>| Ok(json!(env!("CARGO_PKG_VERSION"))))?)?;
     t.set("start", export(lua, |args: Vec<Value>| session::start(ServerOptions::from_json(&arg(&args, 0))?))?)?;
-    t.set("stop", export(lua, |_: Vec<Value>| {
-        session::stop();
-        Ok(Value::Null)
-    })?)?;
+    t.set(
+        "stop",
+        export(lua, |_: Vec<Value>| {
+            session::stop();
+            Ok(Value::Null)
+        })?,
+    )?;
     t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
     // Whether big reads and writes use Neovim's C API on this version (editor::bulk).
     t.set("bulk_c_api", export(lua, |_: Vec<Value>| Ok(json!(bulk::c_api())))?)?;
-    t.set("set_workspace_folders", export(lua, |args: Vec<Value>| {
-        let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
-            .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
-        session::set_workspace_folders(folders).map(|_| Value::Null)
-    })?)?;
-    t.set("broadcast", export(lua, |args: Vec<Value>| {
-        let name = string_arg("broadcast", &args, 0)?;
-        Ok(json!(session::broadcast(&name, &arg(&args, 1))))
-    })?)?;
+    t.set(
+        "set_workspace_folders",
+        export(lua, |args: Vec<Value>| {
+            let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
+                .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
+            session::set_workspace_folders(folders).map(|_| Value::Null)
+        })?,
+    )?;
+    // at_mentioned(path, line_start, line_end): 0-based, end inclusive; the
+    // number of Claude clients it was queued for.
+    t.set(
+        "at_mentioned",
+        export(lua, |args: Vec<Value>| {
+            let path = string_arg("at_mentioned", &args, 0)?;
+            let line =
+                |i: usize| arg(&args, i).as_u64().map(|n| n as usize).ok_or("at_mentioned: expected line numbers");
+            Ok(json!(session::at_mentioned(&path, line(1)?, line(2)?)))
+        })?,
+    )?;
+    t.set(
+        "broadcast",
+        export(lua, |args: Vec<Value>| {
+            let name = string_arg("broadcast", &args, 0)?;
+            Ok(json!(session::broadcast(&name, &arg(&args, 1))))
+        })?,
+    )?;
     // Hot paths (autocmds): no arguments used, nothing returned.
     t.set("selection_changed", quiet(lua, session::selection_changed)?)?;
     // SAFETY: `cursor_moved` reads only its own arguments off the stack.
     t.set("cursor_moved", unsafe { lua.create_c_function(cursor_moved) }?)?;
     t.set("visible_files_changed", quiet(lua, session::visible_files_changed)?)?;
     t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
-    t.set("buffer_written", export(lua, |args: Vec<Value>| {
-        session::buffer_written(&string_arg("buffer_written", &args, 0)?);
-        Ok(Value::Null)
-    })?)?;
-    t.set("set_read_options", export(lua, |args: Vec<Value>| {
-        filetext::set_read_options(amp::options::read_options("read_options", &arg(&args, 0))?);
-        Ok(Value::Null)
-    })?)?;
-    t.set("take_disk_version", export(lua, |args: Vec<Value>| {
-        session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
-    })?)?;
+    t.set(
+        "buffer_written",
+        export(lua, |args: Vec<Value>| {
+            session::buffer_written(&string_arg("buffer_written", &args, 0)?);
+            Ok(Value::Null)
+        })?,
+    )?;
+    t.set(
+        "set_read_options",
+        export(lua, |args: Vec<Value>| {
+            filetext::set_read_options(amp::options::read_options("read_options", &arg(&args, 0))?);
+            Ok(Value::Null)
+        })?,
+    )?;
+    t.set(
+        "take_disk_version",
+        export(lua, |args: Vec<Value>| {
+            session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
+        })?,
+    )?;
     // OpenCtx (see lua/amp/openctx.lua).
-    t.set("openctx_configure", export(lua, |args: Vec<Value>| {
-        crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&arg(&args, 0))?)
-    })?)?;
+    t.set(
+        "openctx_configure",
+        export(lua, |args: Vec<Value>| {
+            crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&arg(&args, 0))?)
+        })?,
+    )?;
     // The Lua function that takes the answers to requests made with an id.
-    t.set("openctx_set_resolver", lua.create_function(|_, resolve: Function| {
-        editor_annotations::set_resolver(resolve);
-        Ok(())
-    })?)?;
-    t.set("openctx_stop", export(lua, |_: Vec<Value>| {
-        crate::nvim::openctx::stop();
-        Ok(Value::Null)
-    })?)?;
+    t.set(
+        "openctx_set_resolver",
+        lua.create_function(|_, resolve: Function| {
+            editor_annotations::set_resolver(resolve);
+            Ok(())
+        })?,
+    )?;
+    t.set(
+        "openctx_stop",
+        export(lua, |_: Vec<Value>| {
+            crate::nvim::openctx::stop();
+            Ok(Value::Null)
+        })?,
+    )?;
     t.set("openctx_running", export(lua, |_: Vec<Value>| Ok(json!(crate::nvim::openctx::running())))?)?;
-    t.set("openctx_refresh_buffer", export(lua, |args: Vec<Value>| {
-        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_refresh_buffer: expected a buffer number")?;
-        crate::nvim::openctx::refresh_buffer(bufnr as i32).map(|_| Value::Null)
-    })?)?;
+    t.set(
+        "openctx_refresh_buffer",
+        export(lua, |args: Vec<Value>| {
+            let bufnr = arg(&args, 0).as_i64().ok_or("openctx_refresh_buffer: expected a buffer number")?;
+            crate::nvim::openctx::refresh_buffer(bufnr as i32).map(|_| Value::Null)
+        })?,
+    )?;
     t.set("openctx_reset", export(lua, |_: Vec<Value>| crate::nvim::openctx::reset().map(|_| Value::Null))?)?;
-    t.set("openctx_set_visible", export(lua, |args: Vec<Value>| {
-        editor_annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
-        Ok(Value::Null)
-    })?)?;
+    t.set(
+        "openctx_set_visible",
+        export(lua, |args: Vec<Value>| {
+            editor_annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
+            Ok(Value::Null)
+        })?,
+    )?;
     // Hot path: the annotations' decoration provider `on_win`, called on
     // every redraw of every window; returns false, never raises.
-    t.set("openctx_on_win", lua.create_function(|_, args: mlua::MultiValue| {
-        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| editor_annotations::on_win(&args))) {
-            log::error(format!("panic drawing annotations: {}", bridge::panic_message(&panic)));
-        }
-        Ok(false)
-    })?)?;
+    t.set(
+        "openctx_on_win",
+        lua.create_function(|_, args: mlua::MultiValue| {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| editor_annotations::on_win(&args))) {
+                log::error(format!("panic drawing annotations: {}", bridge::panic_message(&panic)));
+            }
+            Ok(false)
+        })?,
+    )?;
     // A buffer unloaded or wiped out (its annotations' state goes), and the
     // buffers that still have some (for tests).
-    t.set("openctx_forget_buffer", export(lua, |args: Vec<Value>| {
-        let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
-        editor_annotations::forget_buffer(bufnr as i32);
-        Ok(Value::Null)
-    })?)?;
+    t.set(
+        "openctx_forget_buffer",
+        export(lua, |args: Vec<Value>| {
+            let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
+            editor_annotations::forget_buffer(bufnr as i32);
+            Ok(Value::Null)
+        })?,
+    )?;
     t.set("openctx_tracked_buffers", export(lua, |_: Vec<Value>| Ok(json!(editor_annotations::tracked_buffers())))?)?;
-    t.set("openctx_mentions", export(lua, |args: Vec<Value>| {
-        let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
-        let path = arg(&args, 1).as_str().unwrap_or_default().to_owned();
-        crate::nvim::openctx::mentions(query, path, request_id(&args, 2)?).map(|_| Value::Null)
-    })?)?;
-    t.set("openctx_check", export(lua, |args: Vec<Value>| {
-        crate::nvim::openctx::check(request_id(&args, 0)?).map(|_| Value::Null)
-    })?)?;
-    t.set("openctx_items_mention", export(lua, |args: Vec<Value>| {
-        let provider = string_arg("openctx_items_mention", &args, 0)?;
-        crate::nvim::openctx::items_for_mention(provider, arg(&args, 1), request_id(&args, 2)?).map(|_| Value::Null)
-    })?)?;
-    t.set("openctx_items_message", export(lua, |args: Vec<Value>| {
-        let message = string_arg("openctx_items_message", &args, 0)?;
-        crate::nvim::openctx::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
-    })?)?;
+    t.set(
+        "openctx_mentions",
+        export(lua, |args: Vec<Value>| {
+            let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
+            let path = arg(&args, 1).as_str().unwrap_or_default().to_owned();
+            crate::nvim::openctx::mentions(query, path, request_id(&args, 2)?).map(|_| Value::Null)
+        })?,
+    )?;
+    t.set(
+        "openctx_check",
+        export(lua, |args: Vec<Value>| crate::nvim::openctx::check(request_id(&args, 0)?).map(|_| Value::Null))?,
+    )?;
+    t.set(
+        "openctx_items_mention",
+        export(lua, |args: Vec<Value>| {
+            let provider = string_arg("openctx_items_mention", &args, 0)?;
+            crate::nvim::openctx::items_for_mention(provider, arg(&args, 1), request_id(&args, 2)?).map(|_| Value::Null)
+        })?,
+    )?;
+    t.set(
+        "openctx_items_message",
+        export(lua, |args: Vec<Value>| {
+            let message = string_arg("openctx_items_message", &args, 0)?;
+            crate::nvim::openctx::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
+        })?,
+    )?;
     // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
-    t.set("configure_log", export(lua, |args: Vec<Value>| {
-        let file = string_arg("configure_log", &args, 0)?;
-        let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
-        if let Some(max) = arg(&args, 2).as_u64() {
-            log::set_max_bytes(max);
-        }
-        log::init(std::path::PathBuf::from(file), level);
-        Ok(Value::Null)
-    })?)?;
-    t.set("log", export(lua, |args: Vec<Value>| {
-        let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
-        match arg(&args, 1) {
-            Value::String(s) => log::write(level, s),
-            other => log::write(level, other.to_string()),
-        }
-        Ok(Value::Null)
-    })?)?;
+    t.set(
+        "configure_log",
+        export(lua, |args: Vec<Value>| {
+            let file = string_arg("configure_log", &args, 0)?;
+            let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+            if let Some(max) = arg(&args, 2).as_u64() {
+                log::set_max_bytes(max);
+            }
+            log::init(std::path::PathBuf::from(file), level);
+            Ok(Value::Null)
+        })?,
+    )?;
+    t.set(
+        "log",
+        export(lua, |args: Vec<Value>| {
+            let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
+            match arg(&args, 1) {
+                Value::String(s) => log::write(level, s),
+                other => log::write(level, other.to_string()),
+            }
+            Ok(Value::Null)
+        })?,
+    )?;
     Ok(t)
 }
 

@@ -14,8 +14,7 @@ const CONFLICT_VAR: &str = "amp_disk_conflict";
 
 /// The names of all loaded buffers (any kind), and the files among them.
 pub fn loaded_buffers() -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let (names, files): (Vec<mlua::String>, Vec<mlua::String>) =
-        lua::helper("loaded_buffers", ()).unwrap_or_default();
+    let (names, files): (Vec<mlua::String>, Vec<mlua::String>) = lua::helper("loaded_buffers", ()).unwrap_or_default();
     (names.iter().map(path_from_lua).collect(), files.iter().map(path_from_lua).collect())
 }
 
@@ -45,7 +44,10 @@ pub fn report_conflict(path: &Path) {
     let already: bool = lua::helper("get_var", (buf, CONFLICT_VAR)).unwrap_or(false);
     if !already {
         set_conflict(buf, true);
-        notify(&format!("amp: {} changed on disk; unsaved changes kept (:Amp diff/take/keep)", short_name(path)), "WARN");
+        notify(
+            &format!("amp: {} changed on disk; unsaved changes kept (:Amp diff/take/keep)", short_name(path)),
+            "WARN",
+        );
     }
     events::fire("AmpFileChanged", &json!({ "path": path.to_string_lossy(), "buf": buf, "conflict": true }));
 }

@@ -10,6 +10,7 @@ pub mod annotations;
 pub mod bridge;
 pub mod buffers;
 pub mod bulk;
+pub mod claude;
 pub mod context;
 pub mod diagnostics;
 pub mod editor;
@@ -19,8 +20,8 @@ pub mod file_record;
 pub mod files;
 pub mod lua;
 pub mod open;
-pub mod runtime;
 pub mod openctx;
+pub mod runtime;
 pub mod session;
 
 use std::os::unix::ffi::OsStrExt;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{api_err, lua_path, lua};
+use super::{api_err, lua, lua_path};
 use crate::core::uri::LineSelection;
 
 /// Shows `path` in the current tab page (its window if one already shows it,
@@ -21,7 +21,8 @@ pub fn open_path(path: PathBuf, selection: Option<LineSelection>) -> Result<(), 
 /// Opens a web URL with `vim.ui.open` (the system's opener).
 pub fn open_external(url: String) -> Result<(), String> {
     // vim.ui.open returns (SystemObj|nil, errmsg|nil); the process is not waited for.
-    let (_, err): (mlua::Value, Option<String>) = lua::global("vim.ui.open", url).map_err(|e| api_err("vim.ui.open", e))?;
+    let (_, err): (mlua::Value, Option<String>) =
+        lua::global("vim.ui.open", url).map_err(|e| api_err("vim.ui.open", e))?;
     match err {
         Some(e) => Err(api_err("vim.ui.open", e)),
         None => Ok(()),

@@ -14,12 +14,12 @@ use serde_json::{json, Value};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::log;
+use crate::core::text::utf16_to_byte_col;
+use crate::nvim::annotations::{self, LineTitles, Mark};
+use crate::nvim::bridge;
 use crate::openctx::client::{ClientOptions, OpenCtxClient, ProviderSpec};
 use crate::openctx::types::{Annotation, Mention};
-use crate::nvim::annotations::{self, LineTitles, Mark};
-use crate::core::text::utf16_to_byte_col;
-use crate::core::log;
-use crate::nvim::bridge;
 
 pub struct ServiceOptions {
     pub providers: Vec<ProviderSpec>,
@@ -214,7 +214,8 @@ fn to_marks(text: &str, found: &[(String, Annotation)]) -> Vec<Mark> {
     found
         .iter()
         .map(|(_, a)| {
-            let (line, character) = a.range.as_ref().map_or((0, 0), |r| (r.start.line as usize, r.start.character as usize));
+            let (line, character) =
+                a.range.as_ref().map_or((0, 0), |r| (r.start.line as usize, r.start.character as usize));
             let line = line.min(lines.len().saturating_sub(1));
             let text = lines.get(line).copied().unwrap_or_default().trim_end_matches('\r');
             Mark { line, col: utf16_to_byte_col(text.as_bytes(), character), title: a.item.title.replace('\n', " ") }
@@ -340,9 +341,14 @@ mod tests {
         assert_eq!(uris, ["file:///good.mjs", "https://ok.example/api"]);
         assert_eq!(options.providers[0].settings, json!({"links": []}));
         assert_eq!(options.skipped.len(), 4, "{:?}", options.skipped);
-        for (uri, why) in [("/abs/p.mjs", "file:///"), ("mcp:x", "command"), ("mcp:y", "args"), ("file:///broken.mjs", "JSON")] {
+        for (uri, why) in
+            [("/abs/p.mjs", "file:///"), ("mcp:x", "command"), ("mcp:y", "args"), ("file:///broken.mjs", "JSON")]
+        {
             assert!(
-                options.skipped.iter().any(|s| s.contains(&format!("\"{uri}\"")) && s.contains(why) && !s.contains('\n')),
+                options
+                    .skipped
+                    .iter()
+                    .any(|s| s.contains(&format!("\"{uri}\"")) && s.contains(why) && !s.contains('\n')),
                 "{uri}: {:?}",
                 options.skipped
             );

@@ -16,13 +16,16 @@ use tokio::runtime::Handle;
 use crate::amp::options::ServerOptions;
 use crate::amp::server::{accept_loop, Shared};
 use crate::amp::{lockfile, token};
-use crate::nvim::events;
+use crate::claude::server::ClaudeServer;
 use crate::core::log;
 use crate::nvim::bridge;
+use crate::nvim::events;
 
 struct Session {
     runtime: Handle,
     shared: Arc<Shared>,
+    /// The Claude Code front-end, when `agents.claude` is on.
+    claude: Option<Arc<ClaudeServer>>,
 }
 
 static CURRENT: Mutex<Option<Session>> = Mutex::new(None);
@@ -59,18 +62,26 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let runtime = super::runtime::handle().map_err(remember)?;
     bridge::open().map_err(remember)?;
-    let shared = Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir));
+    let shared =
+        Arc::new(Shared::new(options, Arc::new(super::editor::Neovim), token::generate_token(), port, lock_dir));
 
     // The server's tasks are spawned on the plugin's runtime (Shared::spawn).
     let _in_runtime = runtime.enter();
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-    shared.spawn(accept_loop(listener, shared.clone()));
+    // With agents.amp off the shared state still runs (it feeds the other
+    // protocols), but no Amp client is accepted and no Amp lockfile written.
+    let amp_on = shared.options.agents.amp;
+    if amp_on {
+        shared.spawn(accept_loop(listener, shared.clone()));
+    }
     if shared.options.watch_files {
         if let Some(commands) = shared.file_watch.start() {
             let debounce = Duration::from_millis(shared.options.watch_debounce_ms);
             let (closing, editor) = (shared.closing.clone(), shared.editor.clone());
-            shared.spawn(async move { closing.run_until_cancelled(crate::core::filewatch::run(commands, debounce, editor)).await });
+            shared.spawn(async move {
+                closing.run_until_cancelled(crate::core::filewatch::run(commands, debounce, editor)).await
+            });
         }
     }
     let announce = shared.clone();
@@ -81,6 +92,11 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
                 log::info(format!("removed stale lockfile {}", path.display()));
             }
         }
+        if !announce.options.agents.amp {
+            let data = started_info(&announce);
+            let _ = bridge::post(move || events::fire("AmpServerStarted", &data));
+            return;
+        }
         match announce.write_lockfile().await {
             Ok(path) => {
                 log::info(format!("listening on 127.0.0.1:{}, lockfile {}", announce.port, path.display()));
@@ -90,13 +106,41 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
             Err(e) => announce.record_error(e),
         }
     });
+    let claude = if shared.options.agents.claude { Some(start_claude(&shared).map_err(remember)?) } else { None };
     let info = started_info(&shared);
-    *current() = Some(Session { runtime, shared });
+    *current() = Some(Session { runtime, shared, claude });
     // What the user looks at right now, for the first client.
     visible_files_changed();
     selection_changed();
     buffers_changed();
     Ok(info)
+}
+
+/// The Claude Code front-end: its own loopback port and token, its lockfile
+/// in `~/.claude/ide/` (or `$CLAUDE_CONFIG_DIR/ide/`), fed from `shared`.
+fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
+    let lock_dir = crate::claude::protocol::lock_dir_from_env()
+        .ok_or("cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
+    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .map_err(|e| format!("claude: cannot listen on 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let editor = Arc::new(super::claude::Nvim);
+    let server = Arc::new(ClaudeServer::new(shared.clone(), token::generate_token(), port, lock_dir, editor));
+    // (The caller entered the runtime.)
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    shared.spawn(crate::claude::server::accept_loop(listener, server.clone()));
+    shared.spawn(crate::claude::server::track_latest(server.clone()));
+    let announce = server.clone();
+    shared.spawn(async move {
+        match announce.write_lockfile(true).await {
+            Ok(path) => {
+                log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", announce.port, path.display()))
+            }
+            Err(e) => announce.core.record_error(e),
+        }
+    });
+    Ok(server)
 }
 
 fn started_info(shared: &Shared) -> Value {
@@ -117,7 +161,10 @@ fn bind(options: &ServerOptions) -> std::io::Result<StdListener> {
     // The previous server's port first (a restart keeps the port the agent
     // knows); when someone else took it, the configured ones as usual.
     let preferred = options.preferred_port;
-    let order = (preferred != 0).then_some(preferred).into_iter().chain(ports.into_iter().filter(|&p| preferred == 0 || p != preferred));
+    let order = (preferred != 0)
+        .then_some(preferred)
+        .into_iter()
+        .chain(ports.into_iter().filter(|&p| preferred == 0 || p != preferred));
     let mut last = None;
     for port in order {
         match StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))) {
@@ -156,7 +203,8 @@ fn raise_nofile_limit() {
 pub fn stop() {
     let Some(session) = current().take() else { return };
     let shared = session.shared.clone();
-    // Clients get their close frames; bounded, and no task survives it.
+    // Every protocol's clients get their close frames; bounded, and no task
+    // survives it (the Claude server's tasks are the shared state's too).
     shared.stop(&session.runtime, CLOSE_WAIT);
     bridge::close();
     // With the server's tasks gone no late write can bring the file back. An
@@ -165,11 +213,19 @@ pub fn stop() {
     if let Err(e) = lockfile::remove(&shared.lockfile_path()) {
         log::warn(format!("cannot remove the lockfile: {e}"));
     }
+    if let Some(claude) = &session.claude {
+        if let Err(e) = lockfile::remove(&claude.lockfile_path()) {
+            log::warn(format!("cannot remove the Claude lockfile: {e}"));
+        }
+    }
     if let Some(e) = shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
         *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
     log::info("server stopped");
-    events::fire("AmpServerStopped", &json!({ "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy() }));
+    events::fire(
+        "AmpServerStopped",
+        &json!({ "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy() }),
+    );
 }
 
 pub fn status() -> Value {
@@ -187,6 +243,10 @@ pub fn status() -> Value {
                 "clients": shared.client_count(),
                 "last_error": error,
                 "version": env!("CARGO_PKG_VERSION"),
+                "agents": {
+                    "amp": { "enabled": shared.options.agents.amp, "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy(), "clients": shared.client_count() },
+                    "claude": s.claude.as_deref().map_or(json!({ "enabled": false }), crate::claude::server::status),
+                },
             })
         }
         None => json!({
@@ -211,12 +271,27 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
             shared.record_error(e);
         }
     });
+    if let Some(claude) = session.claude.clone() {
+        session.shared.spawn(async move {
+            if let Err(e) = claude.write_lockfile(false).await {
+                claude.core.record_error(e);
+            }
+        });
+    }
     Ok(())
 }
 
 /// Queues a notification for every client; returns how many it reached.
 pub fn broadcast(name: &str, payload: &Value) -> usize {
     current().as_ref().map_or(0, |s| s.shared.broadcast(name, payload))
+}
+
+/// `:Amp ref`: tells connected Claude clients to add lines `line_start..=line_end`
+/// (0-based) of `path` to the prompt; returns how many clients it reached.
+pub fn at_mentioned(path: &str, line_start: usize, line_end: usize) -> usize {
+    let guard = current();
+    let Some(claude) = guard.as_ref().and_then(|s| s.claude.as_ref()) else { return 0 };
+    crate::claude::server::at_mentioned(claude, std::path::Path::new(path), line_start, line_end)
 }
 
 /// Reads the selection and publishes it (called from cursor autocmds).

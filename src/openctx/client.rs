@@ -78,7 +78,11 @@ fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("openctx.providers[\"{uri}\"].args must be strings")))
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| format!("openctx.providers[\"{uri}\"].args must be strings"))
+                })
                 .collect::<Result<_, _>>()?,
             Some(Value::Object(o)) if o.is_empty() => Vec::new(),
             Some(_) => return Err(format!("openctx.providers[\"{uri}\"].args must be a list of strings")),
@@ -86,7 +90,11 @@ fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
         let env = match settings.get("env") {
             Some(Value::Object(map)) => map
                 .iter()
-                .map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())).ok_or_else(|| format!("openctx.providers[\"{uri}\"].env.{k} must be a string")))
+                .map(|(k, v)| {
+                    v.as_str()
+                        .map(|s| (k.clone(), s.to_owned()))
+                        .ok_or_else(|| format!("openctx.providers[\"{uri}\"].env.{k} must be a string"))
+                })
                 .collect::<Result<_, _>>()?,
             Some(Value::Array(a)) if a.is_empty() => Vec::new(),
             None | Some(Value::Null) => Vec::new(),
@@ -99,8 +107,8 @@ fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
         return Ok(ProviderKind::JsModule);
     }
     if lower.starts_with("http:") || lower.starts_with("https:") {
-        let url = reqwest::Url::parse(uri)
-            .map_err(|e| format!("openctx.providers[\"{uri}\"]: not a valid URL ({e})"))?;
+        let url =
+            reqwest::Url::parse(uri).map_err(|e| format!("openctx.providers[\"{uri}\"]: not a valid URL ({e})"))?;
         return Ok(if is_remote_module(&url) { ProviderKind::JsModule } else { ProviderKind::Http });
     }
     let hint = if uri.starts_with(['/', '~', '.']) {
@@ -369,7 +377,12 @@ impl OpenCtxClient {
     /// Calls `method` and parses a list answer leniently (a malformed
     /// element is dropped and logged, the rest kept). A non-list answer is a
     /// failure of the provider.
-    async fn call_list<T: serde::de::DeserializeOwned>(&self, provider: &Provider, method: &str, params: Value) -> Option<Vec<T>> {
+    async fn call_list<T: serde::de::DeserializeOwned>(
+        &self,
+        provider: &Provider,
+        method: &str,
+        params: Value,
+    ) -> Option<Vec<T>> {
         let value = self.call(provider, method, params).await.ok()?;
         match parse_list_lenient::<T>(value, method) {
             Ok((list, errors)) => {
@@ -495,7 +508,13 @@ impl OpenCtxClient {
         }
     }
 
-    async fn provider_annotations(&self, p: &Provider, uri: &str, content: &str, content_key: u64) -> Option<Vec<Annotation>> {
+    async fn provider_annotations(
+        &self,
+        p: &Provider,
+        uri: &str,
+        content: &str,
+        content_key: u64,
+    ) -> Option<Vec<Annotation>> {
         let meta = self.meta(p).await?;
         let selectors = meta.annotation_selectors.as_ref()?;
         if !selectors.matches(uri, content) {
@@ -600,13 +619,21 @@ mod tests {
 
     #[test]
     fn mcp_entries_need_a_command_and_send_no_settings() {
-        let spec = ProviderSpec::from_entry("mcp:everything", &json!({"command": "node", "args": ["a.js"], "env": {"K": "v"}}))
-            .unwrap()
-            .unwrap();
+        let spec = ProviderSpec::from_entry(
+            "mcp:everything",
+            &json!({"command": "node", "args": ["a.js"], "env": {"K": "v"}}),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(spec.settings, json!({}));
         assert_eq!(
             spec.kind,
-            ProviderKind::Mcp { command: "node".into(), args: vec!["a.js".into()], env: vec![("K".into(), "v".into())], cwd: None }
+            ProviderKind::Mcp {
+                command: "node".into(),
+                args: vec!["a.js".into()],
+                env: vec![("K".into(), "v".into())],
+                cwd: None
+            }
         );
         assert!(ProviderSpec::from_entry("mcp:x", &json!(true)).unwrap_err().contains("command"));
     }

@@ -20,11 +20,7 @@ pub(crate) fn shared_client() -> Result<reqwest::Client, ProviderError> {
         .get_or_init(|| {
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
-                .user_agent(concat!(
-                    "amp.nvim-rs/",
-                    env!("CARGO_PKG_VERSION"),
-                    " (OpenCtx client)"
-                ))
+                .user_agent(concat!("amp.nvim-rs/", env!("CARGO_PKG_VERSION"), " (OpenCtx client)"))
                 .build()
                 .map_err(|e| error_chain(&e))
         })
@@ -38,22 +34,16 @@ pub(crate) async fn read_body_capped(
     cap: usize,
     url: &str,
 ) -> Result<Vec<u8>, ProviderError> {
-    let too_big = || {
-        ProviderError::Transport(format!(
-            "response from {url} is larger than {} MiB",
-            cap >> 20
-        ))
-    };
+    let too_big = || ProviderError::Transport(format!("response from {url} is larger than {} MiB", cap >> 20));
     if response.content_length().is_some_and(|n| n > cap as u64) {
         return Err(too_big());
     }
     let mut body = Vec::with_capacity(response.content_length().map_or(8 * 1024, |n| n as usize));
-    while let Some(chunk) = response.chunk().await.map_err(|e| {
-        ProviderError::Transport(format!(
-            "reading the response from {url}: {}",
-            error_chain(&e)
-        ))
-    })? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ProviderError::Transport(format!("reading the response from {url}: {}", error_chain(&e))))?
+    {
         if body.len() + chunk.len() > cap {
             return Err(too_big());
         }
@@ -79,23 +69,14 @@ impl HttpTransport {
 
     /// One protocol call. Cancel-safe: dropping the future drops the request
     /// (its connection is discarded, the shared client stays usable).
-    pub async fn call(
-        &self,
-        method: &str,
-        params: Value,
-        settings: &Value,
-    ) -> Result<Value, ProviderError> {
+    pub async fn call(&self, method: &str, params: Value, settings: &Value) -> Result<Value, ProviderError> {
         let url: &str = &self.url;
         let client = shared_client()?;
-        let body =
-            serde_json::to_vec(&json!({"method": method, "params": params, "settings": settings}))
-                .map_err(|e| ProviderError::Protocol(format!("cannot encode the request: {e}")))?;
+        let body = serde_json::to_vec(&json!({"method": method, "params": params, "settings": settings}))
+            .map_err(|e| ProviderError::Protocol(format!("cannot encode the request: {e}")))?;
         let response = client
             .post(url)
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/json; charset=utf-8",
-            )
+            .header(reqwest::header::CONTENT_TYPE, "application/json; charset=utf-8")
             .header(reqwest::header::ACCEPT, "application/json")
             .body(body)
             .send()
@@ -103,10 +84,7 @@ impl HttpTransport {
             .map_err(|e| ProviderError::Transport(format!("{url}: {}", error_chain(&e))))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(ProviderError::Transport(format!(
-                "HTTP {} from {url}",
-                status.as_u16()
-            )));
+            return Err(ProviderError::Transport(format!("HTTP {} from {url}", status.as_u16())));
         }
         let bytes = read_body_capped(response, MAX_BODY_BYTES, url).await?;
         match serde_json::from_slice::<Value>(&bytes) {
@@ -114,12 +92,8 @@ impl HttpTransport {
                 ProviderError::Protocol(m) => ProviderError::Protocol(format!("{m} (from {url})")),
                 other => other,
             }),
-            Ok(_) => Err(ProviderError::Protocol(format!(
-                "the answer from {url} is not a JSON object"
-            ))),
-            Err(e) => Err(ProviderError::Protocol(format!(
-                "the answer from {url} is not JSON: {e}"
-            ))),
+            Ok(_) => Err(ProviderError::Protocol(format!("the answer from {url} is not a JSON object"))),
+            Err(e) => Err(ProviderError::Protocol(format!("the answer from {url} is not JSON: {e}"))),
         }
     }
 }
@@ -157,9 +131,7 @@ pub(crate) mod tests {
 
     /// A real HTTP/1.1 server on 127.0.0.1:0 (one request per connection).
     /// Returns its base URL and a channel of the requests it received.
-    pub(crate) async fn serve(
-        routes: Vec<(&'static str, Route)>,
-    ) -> (String, mpsc::UnboundedReceiver<Seen>) {
+    pub(crate) async fn serve(routes: Vec<(&'static str, Route)>) -> (String, mpsc::UnboundedReceiver<Seen>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -204,10 +176,7 @@ pub(crate) mod tests {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
-        let length: usize = headers
-            .get("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
         let mut body = data[head_end + 4..].to_vec();
         while body.len() < length {
             let n = stream.read(&mut buf).await?;
@@ -216,12 +185,7 @@ pub(crate) mod tests {
             }
             body.extend_from_slice(&buf[..n]);
         }
-        let seen = Seen {
-            method,
-            path: path.clone(),
-            headers,
-            body,
-        };
+        let seen = Seen { method, path: path.clone(), headers, body };
         let _ = tx.send(seen.clone());
         let route = routes.iter().find(|(p, _)| *p == path);
         match route.and_then(|(_, r)| r(&seen)) {
@@ -235,9 +199,7 @@ pub(crate) mod tests {
                 while stream.read(&mut sink).await? > 0 {}
             }
             None => {
-                stream
-                    .write_all(&response("404 Not Found", "text/plain", b"no such route"))
-                    .await?;
+                stream.write_all(&response("404 Not Found", "text/plain", b"no such route")).await?;
             }
         }
         Ok(())
@@ -258,31 +220,20 @@ pub(crate) mod tests {
                     Box::new(|s: &Seen| {
                         // Echo the method back, to show the body was read.
                         let req: Value = serde_json::from_slice(&s.body).unwrap();
-                        let body =
-                            json!({"result": {"echo": req["method"], "items": [{"title": "T"}]}})
-                                .to_string();
-                        Some(response(
-                            "200 OK",
-                            "application/json; charset=utf-8",
-                            body.as_bytes(),
-                        ))
+                        let body = json!({"result": {"echo": req["method"], "items": [{"title": "T"}]}}).to_string();
+                        Some(response("200 OK", "application/json; charset=utf-8", body.as_bytes()))
                     }) as Route,
                 ),
                 (
                     "/500",
-                    Box::new(|_: &Seen| {
-                        Some(response("500 Internal Server Error", "text/plain", b"oops"))
-                    }) as Route,
+                    Box::new(|_: &Seen| Some(response("500 Internal Server Error", "text/plain", b"oops"))) as Route,
                 ),
                 ("/garbage", json_route("200 OK", "<html>not json</html>")),
                 ("/array", json_route("200 OK", "[1,2]")),
                 ("/noresult", json_route("200 OK", r#"{"jsonrpc":"2.0"}"#)),
                 (
                     "/error",
-                    json_route(
-                        "200 OK",
-                        r#"{"error":{"code":-32000,"message":"no such repo","data":{"x":1}}}"#,
-                    ),
+                    json_route("200 OK", r#"{"error":{"code":-32000,"message":"no such repo","data":{"x":1}}}"#),
                 ),
                 ("/null", json_route("200 OK", r#"{"result":null}"#)),
                 ("/hang", Box::new(|_: &Seen| None) as Route),
@@ -293,74 +244,38 @@ pub(crate) mod tests {
             let t = HttpTransport::new(format!("{base}/ok"));
             let settings = json!({"token": "abc", "nested": {"n": 1}});
             let params = json!({"uri": "file:///a.rs", "content": "fn main() {}\n// é 😀"});
-            let r = t
-                .call("annotations", params.clone(), &settings)
-                .await
-                .unwrap();
+            let r = t.call("annotations", params.clone(), &settings).await.unwrap();
             assert_eq!(r, json!({"echo": "annotations", "items": [{"title": "T"}]}));
             let s = seen.recv().await.unwrap();
             assert_eq!(s.method, "POST");
             assert_eq!(s.path, "/ok");
-            assert_eq!(
-                s.headers.get("content-type").map(String::as_str),
-                Some("application/json; charset=utf-8")
-            );
+            assert_eq!(s.headers.get("content-type").map(String::as_str), Some("application/json; charset=utf-8"));
             let body: Value = serde_json::from_slice(&s.body).unwrap();
-            assert_eq!(
-                body,
-                json!({"method": "annotations", "params": params, "settings": settings})
-            );
+            assert_eq!(body, json!({"method": "annotations", "params": params, "settings": settings}));
 
-            let e = HttpTransport::new(format!("{base}/500"))
-                .call("meta", json!({}), &json!({}))
-                .await
-                .unwrap_err();
-            assert_eq!(
-                e,
-                ProviderError::Transport(format!("HTTP 500 from {base}/500"))
-            );
+            let e = HttpTransport::new(format!("{base}/500")).call("meta", json!({}), &json!({})).await.unwrap_err();
+            assert_eq!(e, ProviderError::Transport(format!("HTTP 500 from {base}/500")));
 
             for path in ["/garbage", "/array", "/noresult"] {
-                let e = HttpTransport::new(format!("{base}{path}"))
-                    .call("meta", json!({}), &json!({}))
-                    .await
-                    .unwrap_err();
+                let e =
+                    HttpTransport::new(format!("{base}{path}")).call("meta", json!({}), &json!({})).await.unwrap_err();
                 assert!(matches!(e, ProviderError::Protocol(_)), "{path}: {e:?}");
             }
 
-            let e = HttpTransport::new(format!("{base}/error"))
-                .call("meta", json!({}), &json!({}))
-                .await
-                .unwrap_err();
-            assert_eq!(
-                e,
-                ProviderError::Provider {
-                    code: -32000,
-                    message: "no such repo".into()
-                }
-            );
+            let e = HttpTransport::new(format!("{base}/error")).call("meta", json!({}), &json!({})).await.unwrap_err();
+            assert_eq!(e, ProviderError::Provider { code: -32000, message: "no such repo".into() });
 
-            let r = HttpTransport::new(format!("{base}/null"))
-                .call("meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let r = HttpTransport::new(format!("{base}/null")).call("meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(r, Value::Null);
 
             // A provider that never answers: the caller's timeout cancels the
             // call, and the same transport (and the shared client) still works.
             let hang = HttpTransport::new(format!("{base}/hang"));
             let started = std::time::Instant::now();
-            let r = tokio::time::timeout(
-                Duration::from_millis(300),
-                hang.call("meta", json!({}), &json!({})),
-            )
-            .await;
+            let r = tokio::time::timeout(Duration::from_millis(300), hang.call("meta", json!({}), &json!({}))).await;
             assert!(r.is_err(), "the hanging call finished: {r:?}");
             assert!(started.elapsed() < Duration::from_secs(2));
-            let r = t
-                .call("mentions", json!({"query": "x"}), &json!({}))
-                .await
-                .unwrap();
+            let r = t.call("mentions", json!({"query": "x"}), &json!({})).await.unwrap();
             assert_eq!(r["echo"], "mentions");
 
             // Nothing listening: a transport error, not a panic or a hang.
@@ -368,10 +283,8 @@ pub(crate) mod tests {
                 let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
                 l.local_addr().unwrap()
             };
-            let e = HttpTransport::new(format!("http://{closed}/x"))
-                .call("meta", json!({}), &json!({}))
-                .await
-                .unwrap_err();
+            let e =
+                HttpTransport::new(format!("http://{closed}/x")).call("meta", json!({}), &json!({})).await.unwrap_err();
             assert!(matches!(e, ProviderError::Transport(_)), "{e:?}");
         })
         .await

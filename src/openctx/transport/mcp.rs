@@ -92,23 +92,13 @@ impl From<ProviderError> for Step {
 }
 
 impl McpProvider {
-    pub fn new(
-        command: String,
-        args: Vec<String>,
-        env: Vec<(String, String)>,
-        cwd: Option<PathBuf>,
-    ) -> Self {
-        let fallback_name = Path::new(&command)
-            .file_name()
-            .map_or(command.clone(), |n| n.to_string_lossy().into_owned());
+    pub fn new(command: String, args: Vec<String>, env: Vec<(String, String)>, cwd: Option<PathBuf>) -> Self {
+        let fallback_name =
+            Path::new(&command).file_name().map_or(command.clone(), |n| n.to_string_lossy().into_owned());
         let spec = ChildSpec {
             label: format!(
                 "MCP server `{}`",
-                std::iter::once(&command)
-                    .chain(&args)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                std::iter::once(&command).chain(&args).cloned().collect::<Vec<_>>().join(" ")
             ),
             program: command,
             args,
@@ -116,13 +106,7 @@ impl McpProvider {
             cwd,
             jsonrpc: true,
         };
-        McpProvider {
-            inner: Arc::new(McpInner {
-                spec,
-                fallback_name,
-                session: Mutex::new(None),
-            }),
-        }
+        McpProvider { inner: Arc::new(McpInner { spec, fallback_name, session: Mutex::new(None) }) }
     }
 
     /// Speaks OpenCtx on top of MCP (see the module documentation). Cancel-safe.
@@ -153,9 +137,7 @@ impl McpProvider {
                 Err(Step::NotSent(e)) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| {
-            ProviderError::Transport(format!("{} keeps dying", self.inner.spec.label))
-        }))
+        Err(last.unwrap_or_else(|| ProviderError::Transport(format!("{} keeps dying", self.inner.spec.label))))
     }
 
     /// The server's start-up: spawns it if none runs and waits for the MCP
@@ -171,21 +153,13 @@ impl McpProvider {
     pub async fn shutdown(&self) {
         let session = lock(&self.inner.session).take();
         if let Some(s) = session {
-            s.conn
-                .shutdown(
-                    &format!("{} shut down", self.inner.spec.label),
-                    SHUTDOWN_WAIT,
-                )
-                .await;
+            s.conn.shutdown(&format!("{} shut down", self.inner.spec.label), SHUTDOWN_WAIT).await;
         }
     }
 
     /// The running server's pid, if one is running.
     pub fn pid(&self) -> Option<u32> {
-        lock(&self.inner.session)
-            .as_ref()
-            .filter(|s| s.usable())
-            .and_then(|s| s.conn.pid())
+        lock(&self.inner.session).as_ref().filter(|s| s.usable()).and_then(|s| s.conn.pid())
     }
 
     fn session(&self) -> Result<Arc<Session>, ProviderError> {
@@ -195,10 +169,7 @@ impl McpProvider {
         }
         let conn = ChildConn::spawn(&self.inner.spec)?;
         let (tx, ready) = watch::channel(None);
-        let session = Arc::new(Session {
-            conn: conn.clone(),
-            ready,
-        });
+        let session = Arc::new(Session { conn: conn.clone(), ready });
         *slot = Some(session.clone());
         drop(slot);
         let fallback_name = self.inner.fallback_name.clone();
@@ -222,9 +193,7 @@ impl McpProvider {
             .map_err(|_| ProviderError::Transport("the MCP handshake was abandoned".into()))?;
         match &*ready {
             Some(r) => r.clone(),
-            None => Err(ProviderError::Transport(
-                "the MCP handshake was abandoned".into(),
-            )),
+            None => Err(ProviderError::Transport("the MCP handshake was abandoned".into())),
         }
     }
 }
@@ -241,16 +210,11 @@ async fn initialize(conn: &ChildConn, fallback_name: String) -> Result<ServerInf
     let result = match tokio::time::timeout(INIT_TIMEOUT, conn.request(request)).await {
         Ok(r) => r?,
         Err(_) => {
-            return Err(ProviderError::Transport(format!(
-                "no answer to initialize within {}s",
-                INIT_TIMEOUT.as_secs()
-            )))
+            return Err(ProviderError::Transport(format!("no answer to initialize within {}s", INIT_TIMEOUT.as_secs())))
         }
     };
     let Some(result) = result.as_object() else {
-        return Err(ProviderError::Protocol(
-            "the initialize result is not an object".into(),
-        ));
+        return Err(ProviderError::Protocol("the initialize result is not an object".into()));
     };
     let name = result
         .get("serverInfo")
@@ -258,12 +222,8 @@ async fn initialize(conn: &ChildConn, fallback_name: String) -> Result<ServerInf
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .map_or(fallback_name, str::to_owned);
-    let resources = result
-        .get("capabilities")
-        .and_then(|c| c.get("resources"))
-        .is_some_and(|r| !r.is_null());
-    conn.notify(rpc("notifications/initialized", json!({})))
-        .await?;
+    let resources = result.get("capabilities").and_then(|c| c.get("resources")).is_some_and(|r| !r.is_null());
+    conn.notify(rpc("notifications/initialized", json!({}))).await?;
     Ok(ServerInfo { name, resources })
 }
 
@@ -283,28 +243,24 @@ async fn mentions(conn: &ChildConn, info: &ServerInfo, params: &Value) -> Result
     let mut cursor: Option<Value> = None;
     for page in 0.. {
         if page == MAX_PAGES {
-            crate::core::log::warn(format!("openctx: MCP server {}: resources/list has more than {MAX_PAGES} pages; using the first", info.name));
+            crate::core::log::warn(format!(
+                "openctx: MCP server {}: resources/list has more than {MAX_PAGES} pages; using the first",
+                info.name
+            ));
             break;
         }
         let mut list_params = Map::new();
         if let Some(c) = cursor.take() {
             list_params.insert("cursor".into(), c);
         }
-        let result = match conn
-            .request_inner(rpc("resources/list", Value::Object(list_params)))
-            .await
-        {
+        let result = match conn.request_inner(rpc("resources/list", Value::Object(list_params))).await {
             Ok(r) => r,
             // Only the first request may be retried on a fresh process.
             Err(e) if page == 0 => return Err(e.into()),
-            Err(RequestError::NotSent(e, _)) | Err(RequestError::Failed(e)) => {
-                return Err(Step::Failed(e))
-            }
+            Err(RequestError::NotSent(e, _)) | Err(RequestError::Failed(e)) => return Err(Step::Failed(e)),
         };
         let Some(list) = result.get("resources").and_then(Value::as_array) else {
-            return Err(Step::Failed(ProviderError::Protocol(
-                "resources/list result has no `resources` array".into(),
-            )));
+            return Err(Step::Failed(ProviderError::Protocol("resources/list result has no `resources` array".into())));
         };
         resources.extend(list.iter().cloned());
         if resources.len() >= MAX_RESOURCES {
@@ -316,23 +272,14 @@ async fn mentions(conn: &ChildConn, info: &ServerInfo, params: &Value) -> Result
             _ => break,
         }
     }
-    let query = params
-        .get("query")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim()
-        .to_lowercase();
+    let query = params.get("query").and_then(Value::as_str).unwrap_or("").trim().to_lowercase();
     let mut prefix = Vec::new();
     let mut other = Vec::new();
     for r in &resources {
         let Some(uri) = r.get("uri").and_then(Value::as_str) else {
             continue;
         };
-        let name = r
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .unwrap_or(uri);
+        let name = r.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(uri);
         let description = r.get("description").and_then(Value::as_str);
         let title_lower = name.to_lowercase();
         let is_prefix = title_lower.starts_with(&query);
@@ -367,22 +314,13 @@ async fn items(conn: &ChildConn, params: &Value) -> Result<Value, Step> {
         return Ok(json!([]));
     };
     let Some(uri) = mention.get("uri").and_then(Value::as_str) else {
-        return Err(Step::Failed(ProviderError::Protocol(
-            "items: the mention has no uri".into(),
-        )));
+        return Err(Step::Failed(ProviderError::Protocol("items: the mention has no uri".into())));
     };
-    let result = conn
-        .request_inner(rpc("resources/read", json!({"uri": uri})))
-        .await?;
+    let result = conn.request_inner(rpc("resources/read", json!({"uri": uri}))).await?;
     let Some(contents) = result.get("contents").and_then(Value::as_array) else {
-        return Err(Step::Failed(ProviderError::Protocol(
-            "resources/read result has no `contents` array".into(),
-        )));
+        return Err(Step::Failed(ProviderError::Protocol("resources/read result has no `contents` array".into())));
     };
-    let mention_title = mention
-        .get("title")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty());
+    let mention_title = mention.get("title").and_then(Value::as_str).filter(|t| !t.is_empty());
     let single = contents.len() == 1;
     let items: Vec<Value> = contents
         .iter()
@@ -413,8 +351,7 @@ mod tests {
     /// `@modelcontextprotocol/server-everything`'s entry point, installed by
     /// `npm ci --prefix tests/fixtures/openctx`. Missing is a failure, not a skip.
     fn everything_entry() -> PathBuf {
-        let entry =
-            fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let entry = fixtures().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         assert!(
             entry.is_file(),
             "{} is missing: run `npm ci --prefix tests/fixtures/openctx` (test dependency of the MCP transport tests)",
@@ -426,35 +363,17 @@ mod tests {
     fn everything() -> McpProvider {
         let entry = everything_entry();
         // No arguments: the server speaks stdio by default.
-        McpProvider::new(
-            "node".into(),
-            vec![entry.to_string_lossy().into_owned()],
-            vec![],
-            Some(fixtures()),
-        )
+        McpProvider::new("node".into(), vec![entry.to_string_lossy().into_owned()], vec![], Some(fixtures()))
     }
 
     fn paged(forever: bool) -> McpProvider {
         let script = fixtures().join("mcp-paged-server.mjs");
-        let env = if forever {
-            vec![("PAGED_FOREVER".to_string(), "1".to_string())]
-        } else {
-            vec![]
-        };
-        McpProvider::new(
-            "node".into(),
-            vec![script.to_string_lossy().into_owned()],
-            env,
-            None,
-        )
+        let env = if forever { vec![("PAGED_FOREVER".to_string(), "1".to_string())] } else { vec![] };
+        McpProvider::new("node".into(), vec![script.to_string_lossy().into_owned()], env, None)
     }
 
     fn titles(v: &Value) -> Vec<String> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["title"].as_str().unwrap().to_string())
-            .collect()
+        v.as_array().unwrap().iter().map(|m| m["title"].as_str().unwrap().to_string()).collect()
     }
 
     #[tokio::test]
@@ -463,12 +382,7 @@ mod tests {
             let p = everything();
             assert_eq!(p.pid(), None);
             // annotations never start the server.
-            assert_eq!(
-                p.call("annotations", json!({"uri": "file:///a", "content": ""}))
-                    .await
-                    .unwrap(),
-                json!([])
-            );
+            assert_eq!(p.call("annotations", json!({"uri": "file:///a", "content": ""})).await.unwrap(), json!([]));
             assert_eq!(p.pid(), None);
 
             let meta = p.call("meta", json!({})).await.unwrap();
@@ -478,72 +392,36 @@ mod tests {
 
             let all = p.call("mentions", json!({})).await.unwrap();
             let all_titles = titles(&all);
-            assert!(
-                all_titles.contains(&"features.md".to_string()),
-                "{all_titles:?}"
-            );
+            assert!(all_titles.contains(&"features.md".to_string()), "{all_titles:?}");
             assert!(all_titles.len() >= 5, "{all_titles:?}");
-            let features = all
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["title"] == "features.md")
-                .unwrap()
-                .clone();
-            assert_eq!(
-                features["uri"],
-                "demo://resource/static/document/features.md"
-            );
+            let features = all.as_array().unwrap().iter().find(|m| m["title"] == "features.md").unwrap().clone();
+            assert_eq!(features["uri"], "demo://resource/static/document/features.md");
             assert_eq!(features["data"]["mimeType"], "text/markdown");
-            assert!(features["description"]
-                .as_str()
-                .unwrap()
-                .contains("features.md"));
+            assert!(features["description"].as_str().unwrap().contains("features.md"));
 
             // The query filters, case-insensitively, by name, uri or description.
             let q = p.call("mentions", json!({"query": "FEAT"})).await.unwrap();
             assert_eq!(titles(&q), vec!["features.md"]);
-            let q = p
-                .call("mentions", json!({"query": "static/document"}))
-                .await
-                .unwrap();
+            let q = p.call("mentions", json!({"query": "static/document"})).await.unwrap();
             assert_eq!(q.as_array().unwrap().len(), all_titles.len());
-            let q = p
-                .call("mentions", json!({"query": "no such resource anywhere"}))
-                .await
-                .unwrap();
+            let q = p.call("mentions", json!({"query": "no such resource anywhere"})).await.unwrap();
             assert_eq!(q, json!([]));
 
             let items = p.call("items", json!({"mention": features})).await.unwrap();
             let items = items.as_array().unwrap();
             assert_eq!(items.len(), 1);
             assert_eq!(items[0]["title"], "features.md");
-            assert_eq!(
-                items[0]["url"],
-                "demo://resource/static/document/features.md"
-            );
+            assert_eq!(items[0]["url"], "demo://resource/static/document/features.md");
             let content = items[0]["ai"]["content"].as_str().unwrap();
             assert!(content.contains("Everything Server"), "{content:.200}");
             // items without a mention: nothing to read.
-            assert_eq!(
-                p.call("items", json!({"message": "hi"})).await.unwrap(),
-                json!([])
-            );
+            assert_eq!(p.call("items", json!({"message": "hi"})).await.unwrap(), json!([]));
 
             let e = p.call("tools", json!({})).await.unwrap_err();
-            assert!(
-                matches!(e, ProviderError::Provider { code: -32601, .. }),
-                "{e:?}"
-            );
+            assert!(matches!(e, ProviderError::Provider { code: -32601, .. }), "{e:?}");
 
             // A missing resource: the server's JSON-RPC error.
-            let e = p
-                .call(
-                    "items",
-                    json!({"mention": {"title": "x", "uri": "demo://nope"}}),
-                )
-                .await
-                .unwrap_err();
+            let e = p.call("items", json!({"mention": {"title": "x", "uri": "demo://nope"}})).await.unwrap_err();
             assert!(matches!(e, ProviderError::Provider { .. }), "{e:?}");
 
             // Killed: the next call starts (and initializes) a new server.
@@ -560,18 +438,9 @@ mod tests {
             p.shutdown().await;
             assert_eq!(p.pid(), None);
             for us in [10, 100, 1_000, 10_000, 100_000] {
-                let _ =
-                    tokio::time::timeout(Duration::from_micros(us), p.call("mentions", json!({})))
-                        .await;
+                let _ = tokio::time::timeout(Duration::from_micros(us), p.call("mentions", json!({}))).await;
             }
-            assert_eq!(
-                titles(
-                    &p.call("mentions", json!({"query": "features"}))
-                        .await
-                        .unwrap()
-                ),
-                vec!["features.md"]
-            );
+            assert_eq!(titles(&p.call("mentions", json!({"query": "features"})).await.unwrap()), vec!["features.md"]);
             p.shutdown().await;
         })
         .await
@@ -639,23 +508,12 @@ mod tests {
         tokio::time::timeout(LIMIT, async {
             let p = McpProvider::new("/nonexistent/mcp-server".into(), vec![], vec![], None);
             let e = p.call("meta", json!({})).await.unwrap_err();
-            assert!(
-                matches!(&e, ProviderError::Transport(m) if m.contains("failed to start")),
-                "{e:?}"
-            );
+            assert!(matches!(&e, ProviderError::Transport(m) if m.contains("failed to start")), "{e:?}");
 
             // A "server" that exits at once: the handshake fails with "… exited".
-            let p = McpProvider::new(
-                "node".into(),
-                vec!["-e".into(), "process.exit(3)".into()],
-                vec![],
-                None,
-            );
+            let p = McpProvider::new("node".into(), vec!["-e".into(), "process.exit(3)".into()], vec![], None);
             let e = p.call("meta", json!({})).await.unwrap_err();
-            assert!(
-                matches!(&e, ProviderError::Transport(m) if m.contains("exited")),
-                "{e:?}"
-            );
+            assert!(matches!(&e, ProviderError::Transport(m) if m.contains("exited")), "{e:?}");
         })
         .await
         .expect("test timed out");

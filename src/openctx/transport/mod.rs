@@ -68,24 +68,15 @@ impl std::error::Error for ProviderError {}
 pub(crate) fn provider_error(error: &Value) -> ProviderError {
     match error {
         Value::Object(o) => ProviderError::Provider {
-            code: o
-                .get("code")
-                .and_then(|c| c.as_i64().or_else(|| c.as_f64().map(|f| f as i64)))
-                .unwrap_or(0),
+            code: o.get("code").and_then(|c| c.as_i64().or_else(|| c.as_f64().map(|f| f as i64))).unwrap_or(0),
             message: match o.get("message") {
                 Some(Value::String(s)) => s.clone(),
                 Some(v) => v.to_string(),
                 None => error.to_string(),
             },
         },
-        Value::String(s) => ProviderError::Provider {
-            code: 0,
-            message: s.clone(),
-        },
-        other => ProviderError::Provider {
-            code: 0,
-            message: other.to_string(),
-        },
+        Value::String(s) => ProviderError::Provider { code: 0, message: s.clone() },
+        other => ProviderError::Provider { code: 0, message: other.to_string() },
     }
 }
 
@@ -96,9 +87,7 @@ pub(crate) fn outcome_of(message: &serde_json::Map<String, Value>) -> Result<Val
         Some(e) if !e.is_null() => Err(provider_error(e)),
         _ => match message.get("result") {
             Some(r) => Ok(r.clone()),
-            None => Err(ProviderError::Protocol(
-                "answer has neither `result` nor `error`".into(),
-            )),
+            None => Err(ProviderError::Protocol("answer has neither `result` nor `error`".into())),
         },
     }
 }
@@ -200,11 +189,7 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
         }
         r.consume(used);
         if found {
-            return Ok(if too_long {
-                LineRead::TooLong
-            } else {
-                LineRead::Line
-            });
+            return Ok(if too_long { LineRead::TooLong } else { LineRead::Line });
         }
     }
 }
@@ -305,20 +290,13 @@ impl ChildConn {
         #[cfg(unix)]
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
-            ProviderError::Transport(format!(
-                "failed to start {} (`{}`): {e}",
-                spec.label, spec.program
-            ))
+            ProviderError::Transport(format!("failed to start {} (`{}`): {e}", spec.label, spec.program))
         })?;
         let pid = child.id();
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             // Cannot happen with all three piped; the child is killed on drop.
-            return Err(ProviderError::Transport(format!(
-                "{}: stdio pipes missing",
-                spec.label
-            )));
+            return Err(ProviderError::Transport(format!("{}: stdio pipes missing", spec.label)));
         };
         crate::core::log::info(format!(
             "openctx: started {} (pid {})",
@@ -329,11 +307,7 @@ impl ChildConn {
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
         let shared = Arc::new(Shared {
             label: spec.label.clone(),
-            state: Mutex::new(SharedState {
-                dead: None,
-                pending: HashMap::new(),
-                kill: Some(kill_tx),
-            }),
+            state: Mutex::new(SharedState { dead: None, pending: HashMap::new(), kill: Some(kill_tx) }),
             stray_lines: AtomicU64::new(0),
         });
         let (writer, mut write_rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
@@ -352,10 +326,7 @@ impl ChildConn {
                     }
                     .await;
                     if let Err(e) = r {
-                        crate::core::log::debug(format!(
-                            "openctx: {}: write to stdin failed: {e}",
-                            shared.label
-                        ));
+                        crate::core::log::debug(format!("openctx: {}: write to stdin failed: {e}", shared.label));
                         shared.kill();
                         break;
                     }
@@ -384,10 +355,7 @@ impl ChildConn {
                         }
                         Ok(LineRead::Eof) => break,
                         Err(e) => {
-                            crate::core::log::debug(format!(
-                                "openctx: {}: read from stdout failed: {e}",
-                                shared.label
-                            ));
+                            crate::core::log::debug(format!("openctx: {}: read from stdout failed: {e}", shared.label));
                             break;
                         }
                     }
@@ -403,9 +371,7 @@ impl ChildConn {
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stderr);
                 let mut buf = Vec::new();
-                while let Ok(r) =
-                    read_line_capped(&mut reader, &mut buf, MAX_STDERR_LINE_BYTES).await
-                {
+                while let Ok(r) = read_line_capped(&mut reader, &mut buf, MAX_STDERR_LINE_BYTES).await {
                     match r {
                         LineRead::Eof => break,
                         LineRead::TooLong => {
@@ -459,14 +425,7 @@ impl ChildConn {
             });
         }
 
-        Ok(Arc::new(ChildConn {
-            pid,
-            jsonrpc: spec.jsonrpc,
-            writer,
-            shared,
-            exited,
-            next_id: AtomicU64::new(1),
-        }))
+        Ok(Arc::new(ChildConn { pid, jsonrpc: spec.jsonrpc, writer, shared, exited, next_id: AtomicU64::new(1) }))
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -491,25 +450,14 @@ impl ChildConn {
         {
             let mut st = lock(&self.shared.state);
             if let Some(reason) = &st.dead {
-                return Err(RequestError::NotSent(
-                    ProviderError::Transport(reason.clone()),
-                    message,
-                ));
+                return Err(RequestError::NotSent(ProviderError::Transport(reason.clone()), message));
             }
             st.pending.insert(id, tx);
         }
-        let mut guard = PendingGuard {
-            conn: self,
-            id,
-            sent: false,
-            done: false,
-        };
+        let mut guard = PendingGuard { conn: self, id, sent: false, done: false };
         message["id"] = json!(id);
-        let mut line = serde_json::to_vec(&message).map_err(|e| {
-            RequestError::Failed(ProviderError::Protocol(format!(
-                "cannot encode request: {e}"
-            )))
-        })?;
+        let mut line = serde_json::to_vec(&message)
+            .map_err(|e| RequestError::Failed(ProviderError::Protocol(format!("cannot encode request: {e}"))))?;
         line.push(b'\n');
         if self.writer.send(line).await.is_err() {
             return Err(RequestError::Failed(self.dead_error()));
@@ -532,8 +480,7 @@ impl ChildConn {
 
     /// Sends a message that expects no answer.
     pub(crate) async fn notify(&self, message: Value) -> Result<(), ProviderError> {
-        let mut line =
-            serde_json::to_vec(&message).map_err(|e| ProviderError::Protocol(e.to_string()))?;
+        let mut line = serde_json::to_vec(&message).map_err(|e| ProviderError::Protocol(e.to_string()))?;
         line.push(b'\n');
         self.writer.send(line).await.map_err(|_| self.dead_error())
     }
@@ -545,8 +492,7 @@ impl ChildConn {
 
     /// Kills the child and fails every pending call with `reason` (idempotent).
     pub(crate) fn kill(&self, reason: &str) {
-        self.shared
-            .fail_all(ProviderError::Transport(reason.to_string()));
+        self.shared.fail_all(ProviderError::Transport(reason.to_string()));
         self.shared.kill();
     }
 
@@ -560,10 +506,7 @@ impl ChildConn {
 
 impl Drop for ChildConn {
     fn drop(&mut self) {
-        self.shared.fail_all(ProviderError::Transport(format!(
-            "{} was shut down",
-            self.shared.label
-        )));
+        self.shared.fail_all(ProviderError::Transport(format!("{} was shut down", self.shared.label)));
         self.shared.kill();
     }
 }
@@ -619,12 +562,8 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         match id {
             Some(id) => {
                 let reply = answer_peer_request(method, id.clone(), jsonrpc);
-                crate::core::log::debug(format!(
-                    "openctx: {}: answered the peer's request {method}",
-                    shared.label
-                ));
-                if let (Some(tx), Ok(mut bytes)) = (reply_to.upgrade(), serde_json::to_vec(&reply))
-                {
+                crate::core::log::debug(format!("openctx: {}: answered the peer's request {method}", shared.label));
+                if let (Some(tx), Ok(mut bytes)) = (reply_to.upgrade(), serde_json::to_vec(&reply)) {
                     bytes.push(b'\n');
                     let _ = tx.try_send(bytes);
                 }
@@ -633,14 +572,8 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         }
         return;
     }
-    let Some(id) = id.and_then(|id| {
-        id.as_u64()
-            .or_else(|| id.as_str().and_then(|s| s.parse().ok()))
-    }) else {
-        crate::core::log::debug(format!(
-            "openctx: {}: message without a usable id ignored",
-            shared.label
-        ));
+    let Some(id) = id.and_then(|id| id.as_u64().or_else(|| id.as_str().and_then(|s| s.parse().ok()))) else {
+        crate::core::log::debug(format!("openctx: {}: message without a usable id ignored", shared.label));
         return;
     };
     let outcome = if jsonrpc { outcome_of(&message) } else { host_outcome_of(&message) };
@@ -650,10 +583,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
             let _ = tx.send(outcome);
         }
         // The caller stopped waiting (timeout): nothing to do.
-        None => crate::core::log::debug(format!(
-            "openctx: {}: late answer to request {id} dropped",
-            shared.label
-        )),
+        None => crate::core::log::debug(format!("openctx: {}: late answer to request {id} dropped", shared.label)),
     }
 }
 
@@ -695,10 +625,7 @@ pub(crate) mod test_support {
     pub(crate) fn repo_root() -> PathBuf {
         let file = Path::new(file!());
         if file.is_absolute() {
-            file.ancestors()
-                .nth(4)
-                .expect("src/openctx/transport/mod.rs")
-                .to_path_buf()
+            file.ancestors().nth(4).expect("src/openctx/transport/mod.rs").to_path_buf()
         } else {
             PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         }
@@ -720,20 +647,10 @@ mod tests {
     #[test]
     fn display_is_readable() {
         assert_eq!(ProviderError::Timeout.to_string(), "timed out");
+        assert_eq!(ProviderError::Transport("HTTP 500 from x".into()).to_string(), "transport error: HTTP 500 from x");
+        assert_eq!(ProviderError::Protocol("garbage".into()).to_string(), "protocol error: garbage");
         assert_eq!(
-            ProviderError::Transport("HTTP 500 from x".into()).to_string(),
-            "transport error: HTTP 500 from x"
-        );
-        assert_eq!(
-            ProviderError::Protocol("garbage".into()).to_string(),
-            "protocol error: garbage"
-        );
-        assert_eq!(
-            ProviderError::Provider {
-                code: -32000,
-                message: "nope".into()
-            }
-            .to_string(),
+            ProviderError::Provider { code: -32000, message: "nope".into() }.to_string(),
             "provider error -32000: nope"
         );
     }
@@ -743,28 +660,16 @@ mod tests {
         let m = |v: Value| v.as_object().unwrap().clone();
         assert_eq!(outcome_of(&m(json!({"result": [1]}))), Ok(json!([1])));
         assert_eq!(outcome_of(&m(json!({"result": null}))), Ok(Value::Null));
-        assert_eq!(
-            outcome_of(&m(json!({"error": null, "result": 2}))),
-            Ok(json!(2))
-        );
+        assert_eq!(outcome_of(&m(json!({"error": null, "result": 2}))), Ok(json!(2)));
         assert_eq!(
             outcome_of(&m(json!({"error": {"code": 7, "message": "x"}}))),
-            Err(ProviderError::Provider {
-                code: 7,
-                message: "x".into()
-            })
+            Err(ProviderError::Provider { code: 7, message: "x".into() })
         );
         assert_eq!(
             outcome_of(&m(json!({"error": "plain"}))),
-            Err(ProviderError::Provider {
-                code: 0,
-                message: "plain".into()
-            })
+            Err(ProviderError::Provider { code: 0, message: "plain".into() })
         );
-        assert!(matches!(
-            outcome_of(&m(json!({"id": 1}))),
-            Err(ProviderError::Protocol(_))
-        ));
+        assert!(matches!(outcome_of(&m(json!({"id": 1}))), Err(ProviderError::Protocol(_))));
     }
 
     #[tokio::test]
@@ -772,28 +677,13 @@ mod tests {
         let data = b"short\nthis line is too long\nok\nlast".to_vec();
         let mut r = BufReader::with_capacity(4, &data[..]);
         let mut buf = Vec::new();
-        assert_eq!(
-            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), LineRead::Line);
         assert_eq!(buf, b"short");
-        assert_eq!(
-            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
-            LineRead::TooLong
-        );
-        assert_eq!(
-            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), LineRead::TooLong);
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), LineRead::Line);
         assert_eq!(buf, b"ok");
-        assert_eq!(
-            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
-            LineRead::Line
-        );
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), LineRead::Line);
         assert_eq!(buf, b"last");
-        assert_eq!(
-            read_line_capped(&mut r, &mut buf, 10).await.unwrap(),
-            LineRead::Eof
-        );
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), LineRead::Eof);
     }
 }

@@ -95,22 +95,14 @@ fn cache_path(cache_dir: &Path, url: &str) -> PathBuf {
         fnv1a(url.as_bytes(), 0x6c62_272e_07bb_0142)
     );
     let path_part = url.split(['?', '#']).next().unwrap_or(url);
-    let ext = if path_part.to_ascii_lowercase().ends_with(".cjs") {
-        "cjs"
-    } else {
-        "mjs"
-    };
+    let ext = if path_part.to_ascii_lowercase().ends_with(".cjs") { "cjs" } else { "mjs" };
     cache_dir.join(format!("openctx-module-{hash}.{ext}"))
 }
 
 fn is_fresh(path: &Path) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
-        .is_ok_and(|t| {
-            SystemTime::now()
-                .duration_since(t)
-                .map_or(true, |age| age < MODULE_MAX_AGE)
-        })
+        .is_ok_and(|t| SystemTime::now().duration_since(t).map_or(true, |age| age < MODULE_MAX_AGE))
 }
 
 /// The reference's rule for a remote module's `Content-Type`
@@ -127,11 +119,7 @@ fn is_module_content_type(header: Option<&str>) -> bool {
 async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
     let fetch = async {
         let client = shared_client().map_err(|e| e.to_string())?;
-        let response = client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| format!("downloading {url}: {}", error_chain(&e)))?;
+        let response = client.get(url).send().await.map_err(|e| format!("downloading {url}: {}", error_chain(&e)))?;
         if !response.status().is_success() {
             return Err(format!("HTTP {} from {url}", response.status().as_u16()));
         }
@@ -147,21 +135,14 @@ async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
                 content_type.as_deref().map_or("missing".to_owned(), |t| format!("\"{}\"", t.trim()))
             ));
         }
-        read_body_capped(response, MAX_BODY_BYTES, url)
-            .await
-            .map_err(|e| match e {
-                ProviderError::Transport(m) => m,
-                other => other.to_string(),
-            })
+        read_body_capped(response, MAX_BODY_BYTES, url).await.map_err(|e| match e {
+            ProviderError::Transport(m) => m,
+            other => other.to_string(),
+        })
     };
     let body = match tokio::time::timeout(DOWNLOAD_TIMEOUT, fetch).await {
         Ok(r) => r?,
-        Err(_) => {
-            return Err(format!(
-                "downloading {url} took longer than {}s",
-                DOWNLOAD_TIMEOUT.as_secs()
-            ))
-        }
+        Err(_) => return Err(format!("downloading {url} took longer than {}s", DOWNLOAD_TIMEOUT.as_secs())),
     };
     let path = path.to_path_buf();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<PathBuf> {
@@ -182,10 +163,7 @@ async fn download(url: &str, path: &Path) -> Result<PathBuf, String> {
     .await
     .map_err(|e| format!("saving {url}: {e}"))?
     .map_err(|e| format!("saving {url}: {e}"))?;
-    crate::core::log::info(format!(
-        "openctx: downloaded {url} to {}",
-        written.display()
-    ));
+    crate::core::log::info(format!("openctx: downloaded {url} to {}", written.display()));
     Ok(written)
 }
 
@@ -249,11 +227,7 @@ impl NodeHost {
     async fn module_ref(&self, module: &str) -> Result<String, ProviderError> {
         Ok(match module_source(module) {
             ModuleSource::Local(m) => m,
-            ModuleSource::Remote(url) => self
-                .fetch_module(&url)
-                .await?
-                .to_string_lossy()
-                .into_owned(),
+            ModuleSource::Remote(url) => self.fetch_module(&url).await?.to_string_lossy().into_owned(),
         })
     }
 
@@ -270,9 +244,7 @@ impl NodeHost {
                 Err(RequestError::NotSent(_, m)) => message = m,
             }
         }
-        Err(ProviderError::Transport(
-            "node exited (it keeps dying on start)".into(),
-        ))
+        Err(ProviderError::Transport("node exited (it keeps dying on start)".into()))
     }
 
     /// Kills the Node process (pending calls fail). A later call starts a new one.
@@ -285,10 +257,7 @@ impl NodeHost {
 
     /// The running Node process's pid, if one is running.
     pub fn pid(&self) -> Option<u32> {
-        lock(&self.inner.conn)
-            .as_ref()
-            .filter(|c| !c.is_dead())
-            .and_then(|c| c.pid())
+        lock(&self.inner.conn).as_ref().filter(|c| !c.is_dead()).and_then(|c| c.pid())
     }
 
     /// Pings `conn`'s host in the background; kills it (and forgets it, so
@@ -302,15 +271,20 @@ impl NodeHost {
         runtime.spawn(async move {
             let ping = tokio::time::timeout(PING_TIMEOUT, conn.request_inner(json!({ "ping": true }))).await;
             if ping.is_err() && !conn.is_dead() {
-                crate::core::log::warn("openctx: the Node host stopped answering (a JS provider is blocking it): restarting it");
+                crate::core::log::warn(
+                    "openctx: the Node host stopped answering (a JS provider is blocking it): restarting it",
+                );
                 {
                     let mut slot = lock(&inner.conn);
                     if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                         *slot = None;
                     }
                 }
-                conn.shutdown("node host stopped answering (a JS provider blocked it) and was restarted", SHUTDOWN_WAIT)
-                    .await;
+                conn.shutdown(
+                    "node host stopped answering (a JS provider blocked it) and was restarted",
+                    SHUTDOWN_WAIT,
+                )
+                .await;
             }
             inner.pinging.store(false, Ordering::Release);
         });
@@ -372,17 +346,13 @@ impl NodeHost {
         match result {
             Some(Ok(path)) => Ok(path),
             Some(Err(e)) => Err(ProviderError::Transport(e)),
-            None => Err(ProviderError::Transport(format!(
-                "downloading {url} was abandoned"
-            ))),
+            None => Err(ProviderError::Transport(format!("downloading {url} was abandoned"))),
         }
     }
 
     #[cfg(test)]
     fn stray_lines(&self) -> u64 {
-        lock(&self.inner.conn)
-            .as_ref()
-            .map_or(0, |c| c.stray_lines())
+        lock(&self.inner.conn).as_ref().map_or(0, |c| c.stray_lines())
     }
 }
 
@@ -418,11 +388,24 @@ mod tests {
 
     #[test]
     fn module_content_types_follow_the_reference() {
-        for ok in ["text/javascript", "application/javascript", "text/plain", "text/javascript; charset=utf-8", " text/plain "] {
+        for ok in [
+            "text/javascript",
+            "application/javascript",
+            "text/plain",
+            "text/javascript; charset=utf-8",
+            " text/plain ",
+        ] {
             assert!(is_module_content_type(Some(ok)), "{ok}");
         }
         // As fetchProviderSource: trimmed, parameters dropped, compared exactly.
-        for bad in ["text/html", "text/html; charset=utf-8", "application/json", "Text/JavaScript", "text/javascript ; x=y", ""] {
+        for bad in [
+            "text/html",
+            "text/html; charset=utf-8",
+            "application/json",
+            "Text/JavaScript",
+            "text/javascript ; x=y",
+            "",
+        ] {
             assert!(!is_module_content_type(Some(bad)), "{bad}");
         }
         assert!(!is_module_content_type(None));
@@ -449,46 +432,27 @@ mod tests {
     }
 
     fn scratch_dir(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("amp-openctx-test-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("amp-openctx-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
 
     fn host(cache: &str) -> NodeHost {
-        NodeHost::new(
-            "node".into(),
-            repo_root().join("node/openctx-host.mjs"),
-            scratch_dir(cache),
-        )
+        NodeHost::new("node".into(), repo_root().join("node/openctx-host.mjs"), scratch_dir(cache))
     }
 
     #[test]
     fn module_sources_and_cache_paths() {
-        assert_eq!(
-            module_source("file:///a/p.mjs"),
-            ModuleSource::Local("file:///a/p.mjs".into())
-        );
-        assert_eq!(
-            module_source("https://h/x.js"),
-            ModuleSource::Remote("https://h/x.js".into())
-        );
-        assert_eq!(
-            module_source("https+js://h/x"),
-            ModuleSource::Remote("https://h/x".into())
-        );
-        assert_eq!(
-            module_source("HTTP+JS://h/x"),
-            ModuleSource::Remote("http://h/x".into())
-        );
+        assert_eq!(module_source("file:///a/p.mjs"), ModuleSource::Local("file:///a/p.mjs".into()));
+        assert_eq!(module_source("https://h/x.js"), ModuleSource::Remote("https://h/x.js".into()));
+        assert_eq!(module_source("https+js://h/x"), ModuleSource::Remote("https://h/x".into()));
+        assert_eq!(module_source("HTTP+JS://h/x"), ModuleSource::Remote("http://h/x".into()));
         let a = cache_path(Path::new("/c"), "https://h/x.js");
         assert_eq!(a, cache_path(Path::new("/c"), "https://h/x.js"));
         assert_ne!(a, cache_path(Path::new("/c"), "https://h/y.js"));
         assert!(a.to_string_lossy().ends_with(".mjs"));
-        assert!(cache_path(Path::new("/c"), "https://h/x.cjs?v=1")
-            .to_string_lossy()
-            .ends_with(".cjs"));
+        assert!(cache_path(Path::new("/c"), "https://h/x.cjs?v=1").to_string_lossy().ends_with(".cjs"));
         // Stable across builds: a known value.
         assert_eq!(fnv1a(b"a", 0xcbf2_9ce4_8422_2325), 0xaf63_dc4c_8601_ec8c);
     }
@@ -544,7 +508,10 @@ mod tests {
             let e = host.call(&no_meta, "meta", json!({}), &json!({})).await.unwrap_err();
             assert_eq!(e, ProviderError::Provider { code: 0, message: "provider has no method meta".into() });
             let e = host.call(&nested, "frobnicate", json!({}), &json!({})).await.unwrap_err();
-            assert!(matches!(&e, ProviderError::Provider { message, .. } if message.contains("no method frobnicate")), "{e:?}");
+            assert!(
+                matches!(&e, ProviderError::Provider { message, .. } if message.contains("no method frobnicate")),
+                "{e:?}"
+            );
 
             // Thrown errors: an Error (with a numeric code), an async rejection, a string.
             let throws = file_url(&fixture("provider-throws.mjs"));
@@ -566,7 +533,8 @@ mod tests {
             let logs = file_url(&fixture("provider-logs.mjs"));
             let meta = host.call(&logs, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "logs");
-            let ann = host.call(&logs, "annotations", json!({"uri": "file:///a", "content": ""}), &json!({})).await.unwrap();
+            let ann =
+                host.call(&logs, "annotations", json!({"uri": "file:///a", "content": ""}), &json!({})).await.unwrap();
             assert_eq!(ann, json!([]));
             assert_eq!(host.stray_lines(), 0, "something other than answers reached stdout");
 
@@ -615,8 +583,11 @@ mod tests {
             // A host that is merely slow to answer one call is left alone.
             let live_pid = host.pid().unwrap();
             let slow = file_url(&fixture("provider-hang.mjs"));
-            let r = tokio::time::timeout(Duration::from_millis(200), host.call(&slow, "annotations", json!({}), &json!({})))
-                .await;
+            let r = tokio::time::timeout(
+                Duration::from_millis(200),
+                host.call(&slow, "annotations", json!({}), &json!({})),
+            )
+            .await;
             assert!(r.is_err());
             tokio::time::sleep(Duration::from_millis(300)).await;
             host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
@@ -641,12 +612,7 @@ mod tests {
             // A call that never settles is cancelled by the caller's timeout ...
             let r = tokio::time::timeout(
                 Duration::from_millis(300),
-                host.call(
-                    &hang,
-                    "annotations",
-                    json!({"uri": "file:///a", "content": ""}),
-                    &json!({}),
-                ),
+                host.call(&hang, "annotations", json!({"uri": "file:///a", "content": ""}), &json!({})),
             )
             .await;
             assert!(r.is_err(), "{r:?}");
@@ -655,21 +621,13 @@ mod tests {
                 .map(|_| {
                     let host = host.clone();
                     let hang = hang.clone();
-                    tokio::spawn(async move {
-                        host.call(&hang, "annotations", json!({}), &json!({})).await
-                    })
+                    tokio::spawn(async move { host.call(&hang, "annotations", json!({}), &json!({})).await })
                 })
                 .collect();
-            let meta = host
-                .call(&hang, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let meta = host.call(&hang, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "hang");
             let started = Instant::now();
-            let meta = host
-                .call(&basic, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let meta = host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "basic");
             assert!(started.elapsed() < Duration::from_secs(2));
 
@@ -684,10 +642,7 @@ mod tests {
                     other => panic!("{other:?}"),
                 }
             }
-            let meta = host
-                .call(&basic, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let meta = host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "basic");
             // A fresh process imported the module again.
             assert_eq!(meta["loads"], 1);
@@ -697,27 +652,17 @@ mod tests {
             // Killed while idle, between calls: the next call restarts it as well.
             kill9(new_pid);
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let meta = host
-                .call(&basic, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let meta = host.call(&basic, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "basic");
             assert_ne!(host.pid().unwrap(), new_pid);
 
             // Many short timeouts in a row leave no debris behind.
             for _ in 0..20 {
-                let _ = tokio::time::timeout(
-                    Duration::from_micros(50),
-                    host.call(&basic, "meta", json!({}), &json!({})),
-                )
-                .await;
+                let _ =
+                    tokio::time::timeout(Duration::from_micros(50), host.call(&basic, "meta", json!({}), &json!({})))
+                        .await;
             }
-            assert_eq!(
-                host.call(&basic, "meta", json!({}), &json!({}))
-                    .await
-                    .unwrap()["name"],
-                "basic"
-            );
+            assert_eq!(host.call(&basic, "meta", json!({}), &json!({})).await.unwrap()["name"], "basic");
 
             host.shutdown().await;
         })
@@ -732,19 +677,8 @@ mod tests {
             repo_root().join("node/openctx-host.mjs"),
             scratch_dir("nospawn"),
         );
-        let e = host
-            .call(
-                &file_url(&fixture("provider-basic.mjs")),
-                "meta",
-                json!({}),
-                &json!({}),
-            )
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&e, ProviderError::Transport(m) if m.contains("failed to start node")),
-            "{e:?}"
-        );
+        let e = host.call(&file_url(&fixture("provider-basic.mjs")), "meta", json!({}), &json!({})).await.unwrap_err();
+        assert!(matches!(&e, ProviderError::Transport(m) if m.contains("failed to start node")), "{e:?}");
     }
 
     #[tokio::test]
@@ -755,85 +689,45 @@ mod tests {
             let (base, mut seen) = serve(vec![
                 (
                     "/provider.js",
-                    Box::new(move |_: &Seen| Some(response("200 OK", "text/javascript", &source)))
-                        as Route,
+                    Box::new(move |_: &Seen| Some(response("200 OK", "text/javascript", &source))) as Route,
                 ),
                 (
                     "/other/provider.js",
-                    Box::new(move |_: &Seen| Some(response("200 OK", "text/javascript", &source2)))
-                        as Route,
+                    Box::new(move |_: &Seen| Some(response("200 OK", "text/javascript", &source2))) as Route,
                 ),
-                (
-                    "/missing.js",
-                    Box::new(|_: &Seen| Some(response("404 Not Found", "text/plain", b"no")))
-                        as Route,
-                ),
+                ("/missing.js", Box::new(|_: &Seen| Some(response("404 Not Found", "text/plain", b"no"))) as Route),
             ])
             .await;
             let cache = scratch_dir("remote");
-            let host = NodeHost::new(
-                "node".into(),
-                repo_root().join("node/openctx-host.mjs"),
-                cache.clone(),
-            );
+            let host = NodeHost::new("node".into(), repo_root().join("node/openctx-host.mjs"), cache.clone());
 
             let url = format!("{base}/provider.js");
-            let meta = host
-                .call(&url, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let meta = host.call(&url, "meta", json!({}), &json!({})).await.unwrap();
             assert_eq!(meta["name"], "basic");
             let cached = cache_path(&cache, &url);
             assert!(cached.is_file(), "{} missing", cached.display());
             assert_eq!(seen.recv().await.unwrap().method, "GET");
 
             // Cached: the second call does not download again.
-            host.call(&url, "meta", json!({}), &json!({}))
-                .await
-                .unwrap();
+            host.call(&url, "meta", json!({}), &json!({})).await.unwrap();
 
             // http+js: strips +js and downloads the http: URL.
             let plus = format!("http+js{}", &base["http".len()..]) + "/other/provider.js";
-            let mentions = host
-                .call(&plus, "mentions", json!({}), &json!({}))
-                .await
-                .unwrap();
+            let mentions = host.call(&plus, "mentions", json!({}), &json!({})).await.unwrap();
             assert_eq!(mentions.as_array().unwrap().len(), 2);
             let cached2 = cache_path(&cache, &format!("{base}/other/provider.js"));
             assert!(cached2.is_file());
-            let paths: Vec<String> = std::iter::from_fn(|| seen.try_recv().ok())
-                .map(|s| s.path)
-                .collect();
-            assert_eq!(
-                paths,
-                vec!["/other/provider.js".to_string()],
-                "only the new module was fetched"
-            );
+            let paths: Vec<String> = std::iter::from_fn(|| seen.try_recv().ok()).map(|s| s.path).collect();
+            assert_eq!(paths, vec!["/other/provider.js".to_string()], "only the new module was fetched");
 
-            let e = host
-                .call(&format!("{base}/missing.js"), "meta", json!({}), &json!({}))
-                .await
-                .unwrap_err();
-            assert_eq!(
-                e,
-                ProviderError::Transport(format!("HTTP 404 from {base}/missing.js"))
-            );
+            let e = host.call(&format!("{base}/missing.js"), "meta", json!({}), &json!({})).await.unwrap_err();
+            assert_eq!(e, ProviderError::Transport(format!("HTTP 404 from {base}/missing.js")));
             assert_eq!(seen.recv().await.unwrap().path, "/missing.js");
 
             // A new host (a new session) uses the file on disk without downloading.
             host.shutdown().await;
-            let host2 = NodeHost::new(
-                "node".into(),
-                repo_root().join("node/openctx-host.mjs"),
-                cache.clone(),
-            );
-            assert_eq!(
-                host2
-                    .call(&url, "meta", json!({}), &json!({}))
-                    .await
-                    .unwrap()["name"],
-                "basic"
-            );
+            let host2 = NodeHost::new("node".into(), repo_root().join("node/openctx-host.mjs"), cache.clone());
+            assert_eq!(host2.call(&url, "meta", json!({}), &json!({})).await.unwrap()["name"], "basic");
             assert!(seen.try_recv().is_err());
             host2.shutdown().await;
         })
@@ -853,7 +747,8 @@ mod tests {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let request = json!({"id": 7, "module": fixture("provider-logs.mjs"), "method": "meta", "params": {}, "settings": {}});
+        let request =
+            json!({"id": 7, "module": fixture("provider-logs.mjs"), "method": "meta", "params": {}, "settings": {}});
         {
             let mut stdin = child.stdin.take().unwrap();
             writeln!(stdin, "{request}").unwrap();
@@ -861,10 +756,7 @@ mod tests {
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while child.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "host did not exit after stdin closed"
-            );
+            assert!(Instant::now() < deadline, "host did not exit after stdin closed");
             std::thread::sleep(Duration::from_millis(20));
         }
         let out = child.wait_with_output().unwrap();

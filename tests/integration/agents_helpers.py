@@ -1,0 +1,366 @@
+"""The real terminal agents, offline: a small stand-in for the Anthropic
+Messages API and Claude Code run interactively under a PTY (tmux).
+
+The API mock is the one stand-in of these tests (there is no network); the
+agent itself is the shipping binary, pinned in tests/fixtures/agents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = ROOT / "tests" / "fixtures" / "agents" / "node_modules"
+CLAUDE = AGENTS / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
+GEMINI = AGENTS / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+
+# A dummy key: Claude asks once whether to use a key from the environment;
+# .claude.json approves it by its last 20 characters.
+API_KEY = "sk-ant-api03-amp-nvim-test-offline-key-0123456789abcdefghij"
+
+
+def claude_available() -> bool:
+    return CLAUDE.is_file() and os.access(CLAUDE, os.X_OK) and shutil.which("tmux") is not None
+
+
+class AnthropicMock:
+    """`POST /v1/messages` with SSE streaming. Each request of the main
+    conversation (the one that carries tools) takes the next scripted turn:
+    a list of content blocks (`{"type": "text", "text": ...}` or
+    `{"type": "tool_use", "name": ..., "input": {...}}`); when the script is
+    used up, or for side requests (titles, summaries), it answers a short
+    text. Every request body is kept in `requests`."""
+
+    def __init__(self, script: list[list[dict]] | None = None):
+        self.script = list(script or [])
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        mock = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_HEAD(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self):
+                body = b"{}"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                path = self.path.split("?")[0]
+                if not path.endswith("/v1/messages"):
+                    # count_tokens and anything else: a harmless answer.
+                    out = json.dumps({"input_tokens": 10}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
+                blocks = mock._next_turn(body)
+                if body.get("stream"):
+                    self._stream(body, blocks)
+                else:
+                    self._whole(body, blocks)
+
+            def _message(self, body, blocks):
+                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+                return {
+                    "id": f"msg_{int(time.time() * 1e6)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "claude-test"),
+                    "content": blocks,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 10},
+                }
+
+            def _whole(self, body, blocks):
+                out = json.dumps(self._message(body, blocks)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def _stream(self, body, blocks):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                message = self._message(body, [])
+                message["stop_reason"] = None
+
+                def event(name, data):
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                    self.wfile.flush()
+
+                event("message_start", {"type": "message_start", "message": message})
+                for i, block in enumerate(blocks):
+                    if block["type"] == "text":
+                        event("content_block_start", {"type": "content_block_start", "index": i,
+                                                      "content_block": {"type": "text", "text": ""}})
+                        event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                      "delta": {"type": "text_delta", "text": block["text"]}})
+                    else:
+                        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+                        event("content_block_start", {"type": "content_block_start", "index": i, "content_block": start})
+                        event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                      "delta": {"type": "input_json_delta",
+                                                                "partial_json": json.dumps(block["input"])}})
+                    event("content_block_stop", {"type": "content_block_stop", "index": i})
+                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+                event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                        "usage": {"output_tokens": 10}})
+                event("message_stop", {"type": "message_stop"})
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _next_turn(self, body: dict) -> list[dict]:
+        with self.changed:
+            self.requests.append(body)
+            main = bool(body.get("tools"))
+            turn = self.script.pop(0) if main and self.script else [{"type": "text", "text": "Done."}]
+            self.changed.notify_all()
+        blocks = []
+        for i, block in enumerate(turn):
+            block = dict(block)
+            if block["type"] == "tool_use":
+                block.setdefault("id", f"toolu_{len(self.requests):04d}_{i}")
+            blocks.append(block)
+        return blocks
+
+    def main_requests(self) -> list[dict]:
+        with self.lock:
+            return [r for r in self.requests if r.get("tools")]
+
+    def wait_for(self, predicate, timeout: float = 60.0):
+        """Waits until `predicate(requests)` is truthy; returns its value."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                value = predicate(list(self.requests))
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"the API mock never saw what was expected ({len(self.requests)} requests)")
+                self.changed.wait(min(left, 0.5))
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def request_text(body: dict) -> str:
+    """Every text of a request (system, messages, tool results), joined."""
+    out: list[str] = []
+
+    def walk(value):
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if k in ("text", "content", "system"):
+                    walk(v)
+
+    walk(body.get("system"))
+    walk(body.get("messages"))
+    return "\n".join(out)
+
+
+def claude_home(home: Path, project: Path) -> dict[str, str]:
+    """A HOME for Claude Code with onboarding done, the dummy key approved
+    and `project` trusted; returns the environment to run it with."""
+    home.mkdir(parents=True, exist_ok=True)
+    state = {
+        "hasCompletedOnboarding": True,
+        "lastOnboardingVersion": "2.1.330",
+        "numStartups": 5,
+        "theme": "dark",
+        "autoUpdates": False,
+        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+        "projects": {
+            str(project): {
+                "hasTrustDialogAccepted": True,
+                "hasCompletedProjectOnboarding": True,
+                "allowedTools": [],
+            }
+        },
+    }
+    (home / ".claude.json").write_text(json.dumps(state))
+    (home / ".claude").mkdir(exist_ok=True)
+    return {
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": API_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+class Tmux:
+    """One program in a private tmux server (its own socket under `tmp`), so
+    the test never touches anyone else's tmux."""
+
+    def __init__(self, tmp: Path, argv: list[str], env: dict[str, str], cwd: Path,
+                 width: int = 160, height: int = 50):
+        self.socket = str(tmp / "tmux.sock")
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+        full_env.update(env)
+        # The program's environment goes through `env` so the tmux server's own
+        # environment does not matter.
+        command = ["env"] + [f"{k}={v}" for k, v in env.items()] + argv
+        subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "agent",
+                        "-x", str(width), "-y", str(height), "-c", str(cwd), "--"] + command,
+                       check=True, env=full_env)
+        # The pane's program leads its own process group; the agent's children
+        # (Gemini CLI relaunches itself under a second node) are in it, and
+        # they outlive tmux's SIGHUP: close() ends the group.
+        shown = subprocess.run(["tmux", "-S", self.socket, "display-message", "-p", "-t", "agent", "#{pane_pid}"],
+                               capture_output=True, text=True)
+        self.pane_pid = int(shown.stdout.strip() or 0)
+
+    def keys(self, *keys: str, literal: bool = False):
+        args = ["tmux", "-S", self.socket, "send-keys", "-t", "agent"]
+        if literal:
+            args.append("-l")
+        subprocess.run(args + list(keys), check=True)
+
+    def submit(self, text: str):
+        """Types `text` and presses Enter apart from it (keys that come
+        together count as a paste, Enter included)."""
+        self.keys(text, literal=True)
+        time.sleep(0.5)
+        self.keys("Enter")
+
+    def answer_dialog(self, question: str, timeout: float = 60.0):
+        """Waits for a dialog showing `question` and takes its default
+        choice (Enter), again while it stays (a key pressed while the dialog
+        is still being drawn can be lost)."""
+        self.wait_screen(question, timeout)
+        for _ in range(5):
+            time.sleep(0.5)
+            self.keys("Enter")
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                if question not in self.screen():
+                    return
+                time.sleep(0.2)
+        raise AssertionError(f"the dialog {question!r} stayed:\n{self.screen()}")
+
+    def screen(self) -> str:
+        done = subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "agent"],
+                              capture_output=True, text=True)
+        return done.stdout
+
+    def wait_screen(self, needle: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if needle in text:
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} never appeared on the agent's screen:\n{text}")
+            time.sleep(0.2)
+
+    def close(self):
+        import signal
+        group = self.pane_pid
+        if group > 0:
+            try:
+                os.killpg(group, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                group = 0
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
+        if group > 0:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(group, 0)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.05)
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# Gemini CLI -----------------------------------------------------------------
+
+def gemini_available() -> bool:
+    return GEMINI.is_file() and shutil.which("node") is not None and shutil.which("tmux") is not None
+
+
+def gemini_home(home: Path, ide: bool = True) -> dict[str, str]:
+    """A HOME for Gemini CLI: API-key auth with a dummy key, the IDE
+    integration on, the workspace trusted; returns the environment."""
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    settings = {"ide": {"enabled": ide, "hasSeenNudge": True},
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                "privacy": {"usageStatisticsEnabled": False}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "HOME": str(home),
+        "GEMINI_API_KEY": "gemini-dummy-offline-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+def gemini_fake_responses(path: Path, turns: list[list[dict]]) -> Path:
+    """The JSONL that `--fake-responses-non-strict` replays: one streamed
+    model turn per line, each a list of parts (`{"text": ...}` or
+    `{"functionCall": {"name": ..., "args": {...}}}`)."""
+    lines = []
+    for parts in turns:
+        chunk = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20}}
+        lines.append(json.dumps({"method": "generateContentStream", "response": [chunk]}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def gemini_argv(responses: Path) -> list[str]:
+    return ["node", str(GEMINI), "--fake-responses-non-strict", str(responses)]

@@ -1,0 +1,438 @@
+"""The Claude Code front-end (agents.claude): its lockfile, its MCP server
+over WebSocket, the selection it pushes from the editor's one published
+state, and the real `claude` binary attached to a real Neovim."""
+
+import json
+import os
+import stat
+import time
+
+import pytest
+from websockets.exceptions import InvalidStatus, InvalidHandshake
+from websockets.sync.client import connect
+
+from conftest import dead_pid, wait_for
+import agents_helpers as ah
+
+SETUP = {"agents": {"amp": True, "claude": True}}
+
+
+def claude_status(ed):
+    return ed.lua("return require('amp').status().agents.claude")
+
+
+def claude_lock(ed):
+    status = wait_for(lambda: (claude_status(ed) or {}).get("port") and claude_status(ed), 10, "the Claude server")
+    path = ed.env.home / ".claude" / "ide" / f"{status['port']}.lock"
+    wait_for(path.exists, 10, f"the Claude lockfile {path}")
+    return path, json.loads(path.read_text()), status
+
+
+class Mcp:
+    """A minimal MCP client over the Claude transport."""
+
+    def __init__(self, port, token, protocol="mcp"):
+        headers = {"x-claude-code-ide-authorization": token} if token is not None else {}
+        self.ws = connect(f"ws://127.0.0.1:{port}/", additional_headers=headers,
+                          subprotocols=[protocol] if protocol else None, proxy=None, open_timeout=5,
+                          legacy=True)
+        self.next_id = 0
+        self.notifications = []
+
+    def request(self, method, params=None, timeout=10):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.ws.send(json.dumps(msg))
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = json.loads(self.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+            if reply.get("id") == self.next_id:
+                return reply
+            self.notifications.append(reply)
+
+    def notify(self, method, params=None):
+        self.ws.send(json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}}))
+
+    def tool(self, name, arguments=None):
+        reply = self.request("tools/call", {"name": name, "arguments": arguments or {}})
+        assert "result" in reply, reply
+        text = reply["result"]["content"][0]["text"]
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    def wait_notification(self, method, where=lambda p: True, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            for n in self.notifications:
+                if n.get("method") == method and where(n.get("params")):
+                    return n["params"]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {method} notification; got {self.notifications!r}")
+            try:
+                self.notifications.append(json.loads(self.ws.recv(timeout=left)))
+            except TimeoutError:
+                pass
+
+    def close(self):
+        self.ws.close()
+
+
+def handshake(client):
+    init = client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "claude-code", "version": "test"}})
+    client.notify("notifications/initialized")
+    client.notify("ide_connected", {"pid": os.getpid()})
+    return init
+
+
+def test_claude_is_off_by_default(nvim_factory):
+    ed = nvim_factory()
+    assert claude_status(ed) == {"enabled": False}
+    assert not (ed.env.home / ".claude" / "ide").exists()
+
+
+def test_claude_alone_without_amp(nvim_factory, amp_env):
+    ed = nvim_factory(agents={"amp": False, "claude": True}, _wait=False)
+    path, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    assert c.tool("getWorkspaceFolders")["folders"][0]["path"] == str(amp_env.workspace)
+    c.close()
+    assert ed.lua("return require('amp').status().agents.amp.enabled") is False
+    assert ed.own_lockfiles() == {}
+
+
+def test_claude_clients_are_told_when_the_server_stops(nvim_factory):
+    from websockets.exceptions import ConnectionClosed
+    ed = nvim_factory(**SETUP)
+    path, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    wait_for(lambda: claude_status(ed)["clients"] == 1, 5, "one Claude client")
+    ed.nvim.command("Amp stop")
+    with pytest.raises(ConnectionClosed) as closed:
+        while True:
+            c.ws.recv(timeout=5)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+    assert not path.exists()
+
+
+def test_claude_lockfile_follows_cd_and_goes_on_exit(nvim_factory, amp_env):
+    ed = nvim_factory(**SETUP)
+    path, lock, status = claude_lock(ed)
+    assert set(lock) == {"pid", "workspaceFolders", "ideName", "transport", "authToken"}
+    assert lock["pid"] == ed.pid and lock["transport"] == "ws"
+    assert lock["workspaceFolders"] == [str(amp_env.workspace)]
+    assert "Neovim" in lock["ideName"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    # The Amp token and the Claude token are different secrets.
+    assert lock["authToken"] != ed.lock["authToken"]
+    # Terminals Neovim starts find this server.
+    assert ed.lua("return vim.env.CLAUDE_CODE_SSE_PORT") == str(status["port"])
+    assert "127.0.0.1" in ed.lua("return vim.env.no_proxy")
+    other = amp_env.root / "elsewhere"
+    other.mkdir()
+    ed.nvim.command("cd " + str(other))
+    wait_for(lambda: json.loads(path.read_text())["workspaceFolders"] == [str(other)], 10, "the lockfile to follow :cd")
+    assert ed.quit() == 0
+    assert not path.exists()
+
+
+def test_claude_config_dir_and_stale_lockfiles(nvim_factory, amp_env):
+    config = amp_env.root / "claude config"
+    ide = config / "ide"
+    ide.mkdir(parents=True)
+    stale = ide / "1.lock"
+    stale.write_text(json.dumps({"pid": dead_pid(), "transport": "ws"}))
+    alive = ide / "2.lock"
+    alive.write_text(json.dumps({"pid": os.getpid(), "transport": "ws"}))
+    other = ide / "notes.json"
+    other.write_text(json.dumps({"pid": dead_pid()}))
+    ed = nvim_factory(**SETUP, _extra_env={"CLAUDE_CONFIG_DIR": str(config)})
+    status = wait_for(lambda: (claude_status(ed) or {}).get("port") and claude_status(ed), 10, "the Claude server")
+    path = ide / f"{status['port']}.lock"
+    assert status["lockfile"] == str(path)
+    wait_for(path.exists, 10, "the lockfile under CLAUDE_CONFIG_DIR")
+    assert not stale.exists() and alive.exists() and other.exists()
+    assert not (amp_env.home / ".claude").exists()
+
+
+def test_claude_handshake_needs_the_header_token(nvim_factory):
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    port = status["port"]
+    # No token, a wrong one, or the token in Amp's query parameter: no session.
+    for token in (None, "wrong"):
+        try:
+            c = Mcp(port, token)
+        except (InvalidStatus, InvalidHandshake):
+            continue
+        with pytest.raises(Exception):
+            c.request("initialize", {"protocolVersion": "2025-11-25"}, timeout=3)
+    # A foreign Origin is refused before anything else.
+    with pytest.raises(InvalidStatus):
+        connect(f"ws://127.0.0.1:{port}/", additional_headers={"x-claude-code-ide-authorization": lock["authToken"]},
+                origin="https://evil.test", subprotocols=["mcp"], proxy=None, open_timeout=5)
+    c = Mcp(port, lock["authToken"])
+    assert c.ws.subprotocol == "mcp"
+    init = handshake(c)
+    assert init["result"]["protocolVersion"] == "2025-11-25"
+    wait_for(lambda: claude_status(ed)["clients"] == 1, 5, "one Claude client")
+    c.close()
+
+
+def test_claude_tools_answer_from_live_buffers(nvim_factory, amp_env):
+    f = amp_env.workspace / "a.txt"
+    f.write_text("héllo 😀 wörld\nsecond line\nthird\n")
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    names = {t["name"] for t in c.request("tools/list")["result"]["tools"]}
+    assert {"getDiagnostics", "getCurrentSelection", "getOpenEditors", "openFile", "close_tab",
+            "closeAllDiffTabs", "checkDocumentDirty", "saveDocument", "getWorkspaceFolders"} <= names
+
+    assert c.tool("openFile", {"filePath": str(f)}) == f"Opened file: {f}"
+    wait_for(lambda: ed.nvim.current.buffer.name == str(f), 5, "openFile to show the file")
+    # A diagnostic after the emoji: byte column 11 is UTF-16 character 8.
+    ed.lua("""
+      local ns = vim.api.nvim_create_namespace("claude-test")
+      vim.diagnostic.set(ns, 0, { { lnum = 0, col = 11, end_lnum = 0, end_col = 12, severity = 1,
+                                     message = "bad thing", source = "test" } })
+    """)
+    diags = c.tool("getDiagnostics", {"uri": "file://" + str(f)})
+    assert diags == [{"uri": "file://" + str(f), "diagnostics": [{
+        "message": "bad thing", "severity": "Error", "source": "test",
+        "range": {"start": {"line": 0, "character": 8}, "end": {"line": 0, "character": 9}}}]}]
+    assert c.tool("getDiagnostics")[0]["uri"] == "file://" + str(f)
+
+    tabs = c.tool("getOpenEditors")["tabs"]
+    assert tabs == [{"uri": "file://" + str(f), "isActive": True, "label": "a.txt", "languageId": "text",
+                     "isDirty": False}] or tabs[0]["label"] == "a.txt"
+    assert c.tool("checkDocumentDirty", {"filePath": str(f)})["isDirty"] is False
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'THIRD' })")
+    assert c.tool("checkDocumentDirty", {"filePath": str(f)})["isDirty"] is True
+    assert c.tool("saveDocument", {"filePath": str(f)})["saved"] is True
+    assert f.read_text().splitlines()[2] == "THIRD"
+    assert c.tool("checkDocumentDirty", {"filePath": str(amp_env.workspace / "nope")})["success"] is False
+    folders = c.tool("getWorkspaceFolders")
+    assert folders["folders"][0]["path"] == str(amp_env.workspace)
+
+    # Visual selection of line 2 (0-based 1) -> selection_changed, 0-based lines.
+    ed.nvim.input("jVj")
+    # (Under load the pusher may also see the state between "V" and "j".)
+    sel = c.wait_notification("selection_changed",
+                              lambda p: not p["selection"]["isEmpty"] and p["selection"]["end"]["line"] == 2)
+    assert sel["filePath"] == str(f)
+    assert sel["selection"]["start"]["line"] == 1 and sel["selection"]["end"]["line"] == 2
+    assert sel["text"].startswith("second line\nTHIRD")
+    current = c.tool("getCurrentSelection")
+    assert current["success"] and current["selection"]["start"]["line"] == 1
+    ed.nvim.input("<Esc>")
+    latest = wait_for(lambda: c.tool("getLatestSelection"), 5, "latest selection")
+    assert latest["text"].startswith("second line")
+
+    # :Amp ref sends at_mentioned (0-based, end inclusive).
+    ed.nvim.command("2,3Amp ref")
+    mention = c.wait_notification("at_mentioned")
+    assert mention == {"filePath": str(f), "lineStart": 1, "lineEnd": 2}
+    # openFile with startText/endText selects that text.
+    c.tool("openFile", {"filePath": str(f), "startText": "second", "endText": "line"})
+    assert c.wait_notification("selection_changed", lambda p: p["text"] == "second line")["selection"]["start"] \
+        == {"line": 1, "character": 0}
+    ed.nvim.input("<Esc>")
+    ed.nvim.command("Amp status")
+    assert f"claude on :{status['port']}, 1 client" in ed.messages()
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert f"claude: port {status['port']}, 1 client" in health, health
+    c.close()
+
+
+@pytest.mark.skipif(not ah.claude_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
+def test_real_claude_sees_the_selection_and_calls_get_diagnostics(nvim_factory, amp_env):
+    f = amp_env.workspace / "notes.txt"
+    f.write_text("alpha\nbeta line\ngamma line\ndelta\n")
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    ed.lua("""
+      local ns = vim.api.nvim_create_namespace("claude-real")
+      vim.diagnostic.set(ns, 0, { { lnum = 3, col = 0, end_lnum = 3, end_col = 5, severity = 2,
+                                     message = "delta looks odd", source = "lint" } })
+    """)
+    # Lines 2-3 (1-based) selected in Visual line mode.
+    ed.nvim.input("jVj")
+    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+
+    mock = ah.AnthropicMock([[{"type": "tool_use", "name": "mcp__ide__getDiagnostics", "input": {}}]])
+    env = ah.claude_home(amp_env.home, amp_env.workspace)
+    env.update({"ANTHROPIC_BASE_URL": mock.url, "CLAUDE_CODE_SSE_PORT": str(status["port"]),
+                "ENABLE_IDE_INTEGRATION": "true"})
+    tmux = ah.Tmux(amp_env.root, [str(ah.CLAUDE), "--permission-mode", "default"], env, amp_env.workspace)
+    try:
+        wait_for(lambda: claude_status(ed)["clients"] == 1, 60, "the real claude to connect")
+        # The selection made before Claude connected reaches it (it is sent
+        # again once Claude listens: see RESEND_AFTER_CONNECT); the prompt
+        # is typed once Claude's UI is up.
+        tmux.wait_screen("? for shortcuts", 60)
+        time.sleep(2.5)
+        tmux.submit("what did I select?")
+        first = mock.wait_for(lambda rs: [r for r in rs if r.get("tools")], 60)[0]
+        text = ah.request_text(first)
+        # Claude's words for a selection_changed with text: 1-based lines.
+        assert "The user selected the lines 2 to 3 from " + str(f) in text, text[-3000:]
+        assert "beta line" in text
+        # The model asked for mcp__ide__getDiagnostics: approve it in the terminal.
+        tmux.answer_dialog("Do you want to proceed?")
+        try:
+            answered = mock.wait_for(lambda rs: [r for r in rs if r.get("tools") and "delta looks odd" in ah.request_text(r)], 60)
+        except AssertionError:
+            raise AssertionError("no getDiagnostics result reached the model; screen:\n" + tmux.screen())
+        assert "lint" in ah.request_text(answered[0])
+    finally:
+        tmux.close()
+        mock.close()
+
+
+def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "code.py"
+    f.write_text("one\ntwo\nthree\n")
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+
+    def open_diff(tab, contents):
+        c.next_id += 1
+        c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call", "params": {
+            "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
+                                              "new_file_contents": contents, "tab_name": tab},
+            "_meta": {"progressToken": 7}}}))
+        return c.next_id
+
+    def reply(id, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+            if msg.get("id") == id:
+                return msg
+            c.notifications.append(msg)
+
+    def proposal_buffer(tab):
+        return wait_for(lambda: ed.lua("""
+            for _, b in ipairs(vim.api.nvim_list_bufs()) do
+              if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
+            end
+            return false""", tab + " (proposed by Claude)"), 10, "the review's proposal buffer")
+
+    # Accept: the user tweaks the proposal, then :w.
+    id = open_diff("✻ [Claude Code] code.py", "one\nTWO\nthree\n")
+    buf = proposal_buffer("✻ [Claude Code] code.py")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2
+    assert ed.lua("return vim.wo.diff") is True
+    assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'THREE (mine)' })")
+    ed.nvim.command("write")
+    answer = reply(id)
+    assert answer["result"]["content"] == [{"type": "text", "text": "FILE_SAVED"},
+                                           {"type": "text", "text": "one\nTWO\nTHREE (mine)\n"}]
+    # The editor never writes the file: Claude does.
+    assert f.read_text() == "one\ntwo\nthree\n"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert ed.lua("return vim.wo.diff") is False
+
+    # Reject: :q in the proposal answers DIFF_REJECTED, never TAB_CLOSED.
+    id = open_diff("review 2", "one\nzwei\nthree\n")
+    proposal_buffer("review 2")
+    ed.nvim.command("quit")
+    answer = reply(id)
+    assert answer["result"]["content"][0]["text"] == "DIFF_REJECTED"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+
+    # The agent's close_tab of a pending review rejects and closes it.
+    id = open_diff("review 3", "uno\n")
+    proposal_buffer("review 3")
+    c.ws.send(json.dumps({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
+                          "params": {"name": "close_tab", "arguments": {"tab_name": "review 3"}}}))
+    assert reply(id)["result"]["content"][0]["text"] == "DIFF_REJECTED"
+    assert reply(999)["result"]["content"][0]["text"] == "TAB_CLOSED"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert c.tool("closeAllDiffTabs") == "CLOSED_0_DIFF_TABS"
+    assert f.read_text() == "one\ntwo\nthree\n"
+    c.close()
+
+
+@pytest.mark.skipif(not ah.claude_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
+def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "story.txt"
+    f.write_text("once\nupon\na time\n")
+    read = {"type": "tool_use", "name": "Read", "input": {"file_path": str(f)}}
+    mock = ah.AnthropicMock([
+        [read],
+        [{"type": "tool_use", "name": "Edit", "input": {"file_path": str(f), "old_string": "upon", "new_string": "UPON"}}],
+        [{"type": "text", "text": "Edited."}],
+        [{"type": "tool_use", "name": "Edit", "input": {"file_path": str(f), "old_string": "once", "new_string": "twice"}}],
+        [{"type": "text", "text": "Understood."}],
+    ])
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    env = ah.claude_home(amp_env.home, amp_env.workspace)
+    env.update({"ANTHROPIC_BASE_URL": mock.url, "CLAUDE_CODE_SSE_PORT": str(status["port"]),
+                "ENABLE_IDE_INTEGRATION": "true"})
+    tmux = ah.Tmux(amp_env.root, [str(ah.CLAUDE), "--permission-mode", "default"], env, amp_env.workspace)
+
+    def review_open():
+        return ed.lua("""
+            for _, b in ipairs(vim.api.nvim_list_bufs()) do
+              if vim.api.nvim_buf_get_name(b):find("(proposed by Claude)", 1, true) then return b end
+            end
+            return false""")
+
+    def tool_results(rs):
+        return [r for r in rs if r.get("tools") and "tool_result" in json.dumps(r["messages"][-1:])]
+
+    try:
+        wait_for(lambda: claude_status(ed)["clients"] == 1, 60, "the real claude to connect")
+        tmux.wait_screen("? for shortcuts", 60)
+        time.sleep(1.0)
+        tmux.submit("capitalize upon")
+        try:
+            buf = wait_for(review_open, 60, "Claude's openDiff review in Neovim")
+        except AssertionError:
+            raise AssertionError("no review opened; screen:\n" + tmux.screen())
+        # The proposal, tweaked by the user, then :w in it.
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
+        ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
+        ed.nvim.command("write")
+        # Claude writes the file itself, with the user's edit.
+        wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Claude to write the accepted text")
+        after_edit = mock.wait_for(lambda rs: len(tool_results(rs)) >= 2 and tool_results(rs)[1:], 60)[0]
+        assert "The user modified your proposed changes before accepting them" in ah.request_text(after_edit)
+        # Neovim's buffer follows the disk.
+        wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
+
+        # Second edit: rejected with :q in the review.
+        tmux.wait_screen("Edited.", 60)
+        time.sleep(1.0)
+        tmux.submit("now change once")
+        buf = wait_for(review_open, 60, "the second review")
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        ed.nvim.command("quit")
+        # A rejection ends Claude's turn (no further request to the model).
+        tmux.wait_screen("Rejected update to story.txt", 30)
+        wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
+        time.sleep(1.0)
+        assert f.read_text() == "once\nUPON\na good time\n"
+    finally:
+        tmux.close()
+        mock.close()
