@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     let origin = parts.next().filter(|s| !s.is_empty());
     let query = parts.next();
     let allowed = vec!["http://allowed.test".to_string()];
-    let verdict = admit(&UpgradeRequest { host, origin, query }, TOKEN, &allowed);
+    let verdict = admit(&UpgradeRequest { host, origin, query, auth_header: None }, TOKEN, &allowed);
     if let Admission::Upgrade { authenticated } = verdict {
         let h = host.expect("no Host is refused").trim().to_ascii_lowercase();
         assert!(
@@ -41,6 +41,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // The right token with a loopback Host and no Origin is always let in.
     let q = format!("auth={TOKEN}&{}", query.unwrap_or(""));
-    let ok = admit(&UpgradeRequest { host: Some("localhost:1"), origin: None, query: Some(&q) }, TOKEN, &allowed);
+    let ok = admit(
+        &UpgradeRequest { host: Some("localhost:1"), origin: None, query: Some(&q), auth_header: None },
+        TOKEN,
+        &allowed,
+    );
     assert_eq!(ok, Admission::Upgrade { authenticated: true }, "query {q:?}");
 });
