@@ -326,7 +326,8 @@ end
 
 function H.show(value)
   if type(value) == "string" then
-    return ("%q"):format(value)
+    -- %q writes a newline as backslash + newline: a two-line message.
+    return (("%q"):format(value):gsub("\\\n", "\\n"))
   end
   return vim.inspect(value, { newline = " ", indent = "" })
 end
