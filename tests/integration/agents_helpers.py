@@ -236,6 +236,11 @@ def claude_home(home: Path, project: Path) -> dict[str, str]:
     }
 
 
+# Environment variables by which CLIs (and the libraries they draw with)
+# decide they run under CI, not in a terminal.
+CI_MARKERS = ("CI", "CONTINUOUS_INTEGRATION", "GITHUB_ACTIONS", "BUILD_NUMBER", "RUN_ID")
+
+
 class Tmux:
     """One program in a private tmux server (its own socket under `tmp`), so
     the test never touches anyone else's tmux."""
@@ -243,11 +248,15 @@ class Tmux:
     def __init__(self, tmp: Path, argv: list[str], env: dict[str, str], cwd: Path,
                  width: int = 160, height: int = 50):
         self.socket = str(tmp / "tmux.sock")
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+        # The agent runs as a person runs it, in a terminal: a CI marker from
+        # the test runner's environment turns the CLIs' interactive UI off
+        # (Gemini CLI then draws nothing).
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX") and k not in CI_MARKERS}
         full_env.update(env)
         # The program's environment goes through `env` so the tmux server's own
         # environment does not matter.
-        command = ["env"] + [f"{k}={v}" for k, v in env.items()] + argv
+        unset = [arg for name in CI_MARKERS for arg in ("-u", name)]
+        command = ["env"] + unset + [f"{k}={v}" for k, v in env.items()] + argv
         subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "agent",
                         "-x", str(width), "-y", str(height), "-c", str(cwd), "--"] + command,
                        check=True, env=full_env)
