@@ -131,14 +131,10 @@ impl PublishedVisibleFiles {
 mod tests {
     use super::*;
 
+    use crate::core::selection::RawRegion;
+
     fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
-        RawRegion {
-            start_line: sl,
-            start_col: sc,
-            end_line: el,
-            end_col: ec,
-            lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect(),
-        }
+        RawRegion::of(sl, sc, el, ec, lines)
     }
 
     #[test]

@@ -173,16 +173,11 @@ pub fn severity_name(severity: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::amp::context::RawRegion;
+
+    use crate::core::selection::RawRegion;
 
     fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
-        RawRegion {
-            start_line: sl,
-            start_col: sc,
-            end_line: el,
-            end_col: ec,
-            lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect(),
-        }
+        RawRegion::of(sl, sc, el, ec, lines)
     }
 
     #[test]

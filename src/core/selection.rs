@@ -53,3 +53,11 @@ impl RawSelection {
                 && r.start_col == col && r.end_col == col && r.lines.len() == 1 && r.lines[0] == text)
     }
 }
+
+#[cfg(test)]
+impl RawRegion {
+    /// A region over `lines` (the protocols' payload tests).
+    pub fn of(start_line: usize, start_col: usize, end_line: usize, end_col: usize, lines: &[&str]) -> Self {
+        Self { start_line, start_col, end_line, end_col, lines: lines.iter().map(|l| l.as_bytes().to_vec()).collect() }
+    }
+}
