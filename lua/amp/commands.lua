@@ -296,6 +296,20 @@ M.register("keep", {
   end,
 })
 
+-- Changes made on disk outside Neovim, hunk by hunk (lua/amp/review.lua).
+M.register("review", {
+  desc = "review the changes agents made to loaded files, hunk by hunk",
+  run = function(args)
+    require("amp.review").command(args.text)
+  end,
+  complete = function(arglead)
+    local names = vim.tbl_map(function(name)
+      return vim.fn.fnamemodify(name, ":~:.")
+    end, require("amp.review").pending())
+    return H.filter(names, arglead)
+  end,
+})
+
 -- OpenCtx (lua/amp/openctx.lua): annotations, mentions and context items.
 local ANNOTATION_ACTIONS = { "toggle", "refresh", "list", "hover", "open" }
 

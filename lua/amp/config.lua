@@ -30,6 +30,7 @@ local H = {}
 ---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
 ---@field install { url?: string }
 ---@field notify { connections: boolean }
+---@field review { edit_file: boolean, timeout_ms: integer, keys: table<string, string|false> }
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
@@ -97,6 +98,17 @@ M.defaults = {
     -- A one-line notice when an agent connects or disconnects.
     connections = true,
   },
+  review = {
+    -- Amp's editFile opens a review of the change and answers the agent
+    -- only when you decide (see :help amp-review).
+    edit_file = false,
+    -- A review of an editFile not decided by then is closed and the agent
+    -- told so (milliseconds).
+    timeout_ms = 300000,
+    -- Buffer-local keys in a review (false: no mapping). ]c and [c move
+    -- between hunks as in any diff.
+    keys = { accept_hunk = "ga", reject_hunk = "gr", accept_all = "gA", reject_all = "gR" },
+  },
   install = {
     -- Where `:Amp install` downloads release files from ("{version}" is
     -- replaced); nil: the GitHub releases of the repository the plugin was
@@ -137,7 +149,7 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "agents", "server", "selection", "watch", "edits", "install", "notify", "openctx" }) do
+  for _, key in ipairs({ "agents", "server", "selection", "watch", "edits", "install", "notify", "review", "openctx" }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -246,6 +258,9 @@ function M.validate(config)
     { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
     { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
     { "notify.connections", config.notify.connections, H.is_boolean, "a boolean" },
+    { "review.edit_file", config.review.edit_file, H.is_boolean, "a boolean" },
+    { "review.timeout_ms", config.review.timeout_ms, H.is_positive_int, "a positive integer", 1000, 86400000 },
+    { "review.keys", config.review.keys, H.is_key_map, "a table of key names to keys (strings) or false" },
     { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
@@ -342,6 +357,18 @@ end
 -- entry disables itself only, as in the reference client).
 function H.is_provider_map(value)
   return type(value) == "table"
+end
+
+function H.is_key_map(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  for name, key in pairs(value) do
+    if type(name) ~= "string" or not (key == false or (type(key) == "string" and key ~= "")) then
+      return false
+    end
+  end
+  return true
 end
 
 function H.is_boolean(value)

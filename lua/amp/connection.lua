@@ -23,6 +23,11 @@ H.waiting = {} ---@type { name: string, message: string }[]
 H.waiting_bytes = 0
 
 ---@return string
+--- Recomputes the statusline's text (the count of unreviewed changes changed).
+function M.refresh()
+  H.update()
+end
+
 function M.statusline()
   return H.text
 end
@@ -105,6 +110,11 @@ function H.update()
     text = "amp"
   else
     text = ("amp: %d agent%s"):format(H.agents, H.agents == 1 and "" or "s")
+  end
+  local review = package.loaded["amp.review"]
+  local unreviewed = review and review.count() or 0
+  if unreviewed > 0 then
+    text = (text == "" and "amp: " or (text == "amp" and "amp: " or (text .. ", "))) .. unreviewed .. " to review"
   end
   if text ~= H.text then
     H.text = text

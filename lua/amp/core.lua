@@ -211,6 +211,8 @@ function H.native_opts(config, version)
     max_file_bytes = config.edits.max_file_bytes,
     read_options = H.read_options(),
     agents = { amp = config.agents.amp, claude = config.agents.claude },
+    review_edit_file = config.review.edit_file,
+    review_timeout_ms = config.review.timeout_ms,
   }
 end
 
@@ -263,6 +265,7 @@ function H.server_part(config)
     selection = config.selection,
     watch = config.watch,
     edits = config.edits,
+    review = { edit_file = config.review.edit_file, timeout_ms = config.review.timeout_ms },
     log_file = config.log_file,
     log_level = config.log_level,
     log_max_bytes = config.log_max_bytes,

@@ -10,5 +10,6 @@ pub mod lockfile;
 pub mod options;
 pub mod protocol;
 pub mod requests;
+pub mod reviewed_edit;
 pub mod server;
 pub mod token;

@@ -50,6 +50,11 @@ pub struct ServerOptions {
     pub read_options: crate::core::filetext::ReadOptions,
     /// Which attach protocols are served (`agents` in setup()).
     pub agents: Agents,
+    /// `editFile` waits for the user's review (`review.edit_file`).
+    pub review_edit_file: bool,
+    /// A review of an `editFile` not decided by then is closed, the agent
+    /// told so.
+    pub review_timeout_ms: u64,
 }
 
 /// The attach protocols served from the one editor state.
@@ -95,6 +100,8 @@ impl Default for ServerOptions {
             max_file_bytes: 32 * 1024 * 1024,
             read_options: crate::core::filetext::ReadOptions::default(),
             agents: Agents::default(),
+            review_edit_file: false,
+            review_timeout_ms: 300_000,
         }
     }
 }
@@ -161,6 +168,11 @@ impl ServerOptions {
                 "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
                 "read_options" => o.read_options = read_options(key, v)?,
                 "agents" => o.agents = agents(v)?,
+                "review_edit_file" => {
+                    o.review_edit_file =
+                        v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
+                }
+                "review_timeout_ms" => o.review_timeout_ms = int(key, v, 1000, 86_400_000)?,
                 // Options of later features pass through untouched.
                 _ => {}
             }

@@ -50,11 +50,11 @@ async fn handle(call: Call, shared: &Arc<Shared>) -> Result<Value, RpcError> {
     }
 }
 
-fn editor_error(e: EditorError) -> RpcError {
+pub(super) fn editor_error(e: EditorError) -> RpcError {
     RpcError::new(INTERNAL_ERROR, e.to_string())
 }
 
-fn failure(message: impl Into<String>) -> Value {
+pub(super) fn failure(message: impl Into<String>) -> Value {
     json!({ "success": false, "message": message.into() })
 }
 
@@ -108,6 +108,9 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
 /// (`core::file_ops`).
 async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
+    if shared.options.review_edit_file {
+        return super::reviewed_edit::edit_file(shared, files(shared), &abs, edit).await;
+    }
     let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
         EditSpec::Full(text) => Ok(text.clone()),
         // Offsets into the text readFile answers.

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
 use crate::amp::context::RawSelection;
+use crate::core::review::Decision;
 use crate::core::uri::{file_uri_to_path, path_to_file_uri};
 use crate::mcp;
 
@@ -44,15 +45,6 @@ pub struct TextToSelect {
     pub to_end_of_line: bool,
 }
 
-/// How the user decided on an `openDiff` review.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DiffOutcome {
-    /// `:w` in the proposal: its final text, the user's edits included.
-    Saved(String),
-    /// Closed without writing, or closed by the agent while pending.
-    Rejected,
-}
-
 /// What the Claude front-end needs from the editor (its Neovim side is
 /// `editor_side.rs`, the only part of `claude/` that touches Neovim).
 pub trait EditorSide: Send + Sync {
@@ -67,7 +59,7 @@ pub trait EditorSide: Send + Sync {
     fn open(&self, path: PathBuf, select: Option<TextToSelect>) -> EditorFuture<'_, ()>;
     /// Shows the review `tab_name` of `contents` against `path` and waits
     /// (without blocking anything) until the user decides.
-    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome>;
+    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, Decision>;
     /// Closes the review `tab_name`; whether there was one.
     fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool>;
     /// Closes every review; how many there were.
@@ -234,8 +226,8 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
             // a rejection is always DIFF_REJECTED.
             Ok(match cx.editor.open_diff(tab_name.clone(), path, contents).await.map_err(editor_error)? {
-                DiffOutcome::Saved(text) => mcp::text_content(&["FILE_SAVED", &text], false),
-                DiffOutcome::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
+                Decision::Accepted(text) => mcp::text_content(&["FILE_SAVED", &text], false),
+                Decision::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
             })
         }
         "close_tab" => {
@@ -317,9 +309,9 @@ mod tests {
                 Ok(())
             })
         }
-        fn open_diff(&self, tab_name: String, _path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome> {
+        fn open_diff(&self, tab_name: String, _path: PathBuf, contents: String) -> EditorFuture<'_, Decision> {
             Box::pin(async move {
-                Ok(if tab_name == "accept" { DiffOutcome::Saved(contents + "edited\n") } else { DiffOutcome::Rejected })
+                Ok(if tab_name == "accept" { Decision::Accepted(contents + "edited\n") } else { Decision::Rejected })
             })
         }
         fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool> {

@@ -15,6 +15,8 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+use crate::core::review::{Decision, Proposal};
+
 use super::buffer::{ApplyError, BufferText, FileStamp, FinalEol, WritePlan};
 use super::edit::Hunk;
 use super::filetext::DiskText;
@@ -149,6 +151,13 @@ pub trait Editor: Send + Sync + 'static {
 
     /// Fires `User {name}` with `data`, later, without waiting.
     fn event(&self, name: &'static str, data: Value);
+
+    /// Shows `proposal` for review and waits (blocking nothing) until the
+    /// user decides.
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>>;
+
+    /// Closes the review `name` (pending: rejected); whether there was one.
+    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>>;
 }
 
 /// The names a loaded buffer may have for `path` besides itself: its

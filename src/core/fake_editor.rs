@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::buffer::{ApplyError, BufferFormat, BufferText, WritePlan};
 use super::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
 use super::filetext::{self, DiskText, LineEnd};
+use super::review::{Decision, Proposal};
 use super::uri::LineSelection;
 
 #[derive(Debug, Clone)]
@@ -42,6 +43,9 @@ pub enum Call {
     OpenFile(PathBuf, Option<LineSelection>),
     OpenUrl(String),
     Event(&'static str, Value),
+    /// A review: its name, the proposed text.
+    Propose(String, String),
+    CloseReview(String),
 }
 
 #[derive(Default)]
@@ -53,6 +57,8 @@ struct State {
     typing: usize,
     gone: bool,
     diagnostics: Vec<RawDiagnostic>,
+    /// What the user decides in the next reviews (none: rejected).
+    decisions: Vec<Decision>,
 }
 
 #[derive(Default)]
@@ -114,6 +120,11 @@ impl FakeEditor {
 
     pub fn go_away(&self) {
         self.state().gone = true;
+    }
+
+    /// The user's decisions in the next reviews, in order.
+    pub fn decide(&self, decisions: Vec<Decision>) {
+        self.state().decisions = decisions;
     }
 
     pub fn set_diagnostics(&self, list: Vec<RawDiagnostic>) {
@@ -306,5 +317,15 @@ impl Editor for FakeEditor {
 
     fn event(&self, name: &'static str, data: Value) {
         self.state().calls.push(Call::Event(name, data));
+    }
+
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>> {
+        self.answer(Call::Propose(proposal.name, proposal.proposed), |s| {
+            Ok(if s.decisions.is_empty() { Decision::Rejected } else { s.decisions.remove(0) })
+        })
+    }
+
+    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
+        self.answer(Call::CloseReview(name), |_| Ok(true))
     }
 }

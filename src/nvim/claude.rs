@@ -1,27 +1,23 @@
 //! The Claude front-end's side in Neovim (`crate::claude::tools::EditorSide`):
 //! it reaches the editor always through `bridge::on_main` (the tokio side
-//! waits; the main thread never blocks). Reuses `editor::diagnostics` and
-//! `editor::open`; the rest is the small Lua chunk `editor_side.lua`.
+//! waits; the main thread never blocks). Reuses `diagnostics`, `open` and
+//! the review view (`review`); the rest is the small Lua chunk `claude.lua`.
 
 use std::cell::OnceCell;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use tokio::sync::oneshot;
-
-use crate::claude::tools::{Diagnostic, DiffOutcome, EditorFuture, EditorSide, OpenEditor, TextToSelect};
+use crate::claude::tools::{Diagnostic, EditorFuture, EditorSide, OpenEditor, TextToSelect};
+use crate::core::review::{Decision, Proposal};
 use crate::core::text::byte_to_utf16_col;
 use crate::nvim::bridge::on_main;
-use crate::nvim::{diagnostics, lua as nvim, open};
+use crate::nvim::{diagnostics, lua as nvim, open, review};
 
 thread_local! {
     static CHUNK: OnceCell<mlua::Table> = const { OnceCell::new() };
 }
 
-/// `editor_side.lua`, compiled on first use (main thread).
+/// `claude.lua`, compiled on first use (main thread).
 fn chunk() -> Result<mlua::Table, String> {
     CHUNK.with(|cell| {
         if let Some(t) = cell.get() {
@@ -33,42 +29,9 @@ fn chunk() -> Result<mlua::Table, String> {
             .set_name("@amp_core/nvim/claude.lua")
             .call(())
             .map_err(|e| e.to_string())?;
-        // The reviews' decisions come back through this one function
-        // (created once: mlua functions are never collected).
-        let decide = lua
-            .create_function(|_, (name, accepted, text): (String, bool, Option<mlua::String>)| {
-                let outcome = match (accepted, text) {
-                    (true, Some(text)) => DiffOutcome::Saved(text.to_string_lossy()),
-                    _ => DiffOutcome::Rejected,
-                };
-                if let Some(waiting) = pending().remove(&name) {
-                    let _ = waiting.send(outcome);
-                }
-                Ok(())
-            })
-            .map_err(|e| e.to_string())?;
-        table.set("decide", decide).map_err(|e| e.to_string())?;
         let _ = cell.set(table.clone());
         Ok(table)
     })
-}
-
-/// The `openDiff` requests waiting for the user, by review name.
-static PENDING: Mutex<Option<HashMap<String, oneshot::Sender<DiffOutcome>>>> = Mutex::new(None);
-
-struct Pending(std::sync::MutexGuard<'static, Option<HashMap<String, oneshot::Sender<DiffOutcome>>>>);
-
-impl Pending {
-    fn map(&mut self) -> &mut HashMap<String, oneshot::Sender<DiffOutcome>> {
-        self.0.get_or_insert_with(HashMap::new)
-    }
-    fn remove(&mut self, name: &str) -> Option<oneshot::Sender<DiffOutcome>> {
-        self.map().remove(name)
-    }
-}
-
-fn pending() -> Pending {
-    Pending(PENDING.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(name: &str, args: A) -> Result<R, String> {
@@ -165,32 +128,21 @@ impl EditorSide for Nvim {
         })
     }
 
-    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, DiffOutcome> {
-        Box::pin(async move {
-            let (tx, rx) = oneshot::channel();
-            // A second openDiff of the same name replaces the first: that
-            // one is answered as rejected, never left hanging.
-            if let Some(old) = pending().map().insert(tab_name.clone(), tx) {
-                let _ = old.send(DiffOutcome::Rejected);
-            }
-            let name = tab_name.clone();
-            let shown = on_main(move || call::<_, ()>("open_diff", (name, path_string(&path), contents))).await;
-            if let Err(e) = shown.map_err(|e| e.to_string()).and_then(|r| r) {
-                pending().remove(&tab_name);
-                return Err(e);
-            }
-            // Dropped only when Neovim shuts down: then there is no decision.
-            rx.await.map_err(|_| "the review was closed without a decision (Neovim is exiting)".to_string())
-        })
+    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, Decision> {
+        Box::pin(review::propose(Proposal {
+            name: tab_name,
+            path,
+            original: None,
+            proposed: contents,
+            agent: "Claude",
+        }))
     }
 
     fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool> {
-        Box::pin(
-            async move { on_main(move || call::<_, bool>("close_diff", tab_name)).await.map_err(|e| e.to_string())? },
-        )
+        Box::pin(review::close(tab_name))
     }
 
     fn close_all_diffs(&self) -> EditorFuture<'_, usize> {
-        Box::pin(async move { on_main(|| call::<_, usize>("close_all_diffs", ())).await.map_err(|e| e.to_string())? })
+        Box::pin(review::close_all())
     }
 }

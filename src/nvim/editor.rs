@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::bridge::{self, on_main, BridgeError};
-use super::{buffers, diagnostics, events, file_record, files, open};
+use super::{buffers, diagnostics, events, file_record, files, open, review};
 use crate::core::buffer::{ApplyError, BufferText, WritePlan};
 use crate::core::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
 use crate::core::filetext::DiskText;
+use crate::core::review::{Decision, Proposal};
 use crate::core::uri::LineSelection;
 
 /// The running Neovim.
@@ -106,5 +107,13 @@ impl Editor for Neovim {
 
     fn event(&self, name: &'static str, data: Value) {
         let _ = bridge::post(move || events::fire(name, &data));
+    }
+
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>> {
+        Box::pin(async move { Ok(review::propose(proposal).await) })
+    }
+
+    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
+        Box::pin(async move { Ok(review::close(name).await) })
     }
 }

@@ -179,6 +179,11 @@ function H.apply_begin(buf, tick, has_hunks)
     return false
   end
   if has_hunks then
+    -- The text from before the change, for :Amp review.
+    local ok, review = pcall(require, "amp.review")
+    if ok then
+      review.record(buf)
+    end
     -- Close the current undo block so this edit is its own undo step
     -- (:help undo-break); it must run with the buffer current.
     api.nvim_buf_call(buf, function()

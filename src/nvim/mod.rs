@@ -21,6 +21,7 @@ pub mod files;
 pub mod lua;
 pub mod open;
 pub mod openctx;
+pub mod review;
 pub mod runtime;
 pub mod session;
 

@@ -1,0 +1,78 @@
+//! Reviews of agents' changes, as the protocols see them: an agent proposes
+//! a file's new text, the user decides (in the editor's review view) and the
+//! protocol answers the agent with the outcome. The view itself is the
+//! editor's (`nvim::review`); this is the shared vocabulary.
+
+use std::path::PathBuf;
+
+/// What the user decided about a proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The text to keep: the proposal with the user's own edits and the
+    /// hunks they rejected put back.
+    Accepted(String),
+    Rejected,
+}
+
+/// A proposed new text for `path`, shown as a review named `name` (an
+/// agent's tab name; a second review of the same name replaces the first).
+#[derive(Debug, Clone)]
+pub struct Proposal {
+    pub name: String,
+    pub path: PathBuf,
+    /// The text the proposal is compared with; `None`: the file on disk
+    /// (empty when the file does not exist yet).
+    pub original: Option<String>,
+    pub proposed: String,
+    /// Who proposes it, for the view's title ("Claude", "Amp", "Gemini").
+    pub agent: &'static str,
+}
+
+/// The largest file a review reads from disk for its left side.
+pub const MAX_REVIEW_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The original text of a proposal whose `original` is `None`: the file on
+/// disk (lossy UTF-8: the view only shows it), empty when the file does not
+/// exist yet.
+pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
+    if let Some(text) = &proposal.original {
+        return Ok(text.clone());
+    }
+    let path = &proposal.path;
+    match tokio::fs::metadata(path).await {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(format!("cannot review {}: {e}", path.display())),
+        Ok(meta) if !meta.is_file() => return Err(format!("cannot review {}: not a regular file", path.display())),
+        Ok(meta) if meta.len() > MAX_REVIEW_BYTES => {
+            return Err(format!(
+                "cannot review {}: {} bytes is more than a review shows ({MAX_REVIEW_BYTES})",
+                path.display(),
+                meta.len()
+            ))
+        }
+        Ok(_) => {}
+    }
+    let bytes = tokio::fs::read(path).await.map_err(|e| format!("cannot review {}: {e}", path.display()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(path: PathBuf, original: Option<&str>) -> Proposal {
+        Proposal { name: "t".into(), path, original: original.map(Into::into), proposed: "new\n".into(), agent: "Amp" }
+    }
+
+    #[tokio::test]
+    async fn the_original_is_given_or_read_or_empty_for_a_new_file() {
+        let dir = crate::testutil::TempDir::new("review");
+        let file = dir.0.join("a.txt");
+        assert_eq!(original_text(&proposal(file.clone(), Some("given\n"))).await.unwrap(), "given\n");
+        assert_eq!(original_text(&proposal(file.clone(), None)).await.unwrap(), "");
+        std::fs::write(&file, "on disk\n").unwrap();
+        assert_eq!(original_text(&proposal(file, None)).await.unwrap(), "on disk\n");
+        let err = original_text(&proposal(dir.0.clone(), None)).await.unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+}
