@@ -45,20 +45,25 @@ function H.notify(msg, level)
   require("amp.notify").notify(msg, level)
 end
 
---- `text` as lines, and whether it ended with a newline.
+--- `text` as lines, whether it ended with a line break, and the line
+--- break ("\r\n" when every one is, as a 'fileformat' "dos" file reads).
 function H.split(text)
-  local lines = vim.split(text, "\n", { plain = true })
+  local _, lf = text:gsub("\n", "")
+  local _, crlf = text:gsub("\r\n", "")
+  local nl = (crlf > 0 and crlf == lf) and "\r\n" or "\n"
+  local lines = vim.split(text, nl, { plain = true })
   local eol = lines[#lines] == ""
   if eol then
     table.remove(lines)
   end
-  return lines, eol
+  return lines, eol, nl
 end
 
-function H.join(lines, eol)
-  local text = table.concat(lines, "\n")
+function H.join(lines, eol, nl)
+  nl = nl or "\n"
+  local text = table.concat(lines, nl)
   if eol and #lines > 0 then
-    text = text .. "\n"
+    text = text .. nl
   end
   return text
 end
@@ -286,7 +291,7 @@ function M.open_proposal(name, path, original, proposed, agent)
   end
   local filetype = H.filetype_of(path)
   local old_lines = H.split(original)
-  local new_lines, eol = H.split(proposed)
+  local new_lines, eol, nl = H.split(proposed)
   local left = H.scratch(old_lines, name .. " (as it is)", filetype)
   local right = api.nvim_create_buf(false, true)
   vim.bo[right].buftype = "acwrite"
@@ -307,6 +312,7 @@ function M.open_proposal(name, path, original, proposed, agent)
     left = left,
     right = right,
     eol = eol,
+    nl = nl,
     original = original,
   }
   -- The file's own buffer has unsaved changes: the review says so. Accept
@@ -327,7 +333,7 @@ function M.open_proposal(name, path, original, proposed, agent)
     buffer = right,
     callback = function()
       vim.bo[right].modified = false
-      H.decide(review, true, H.join(H.lines(right), eol))
+      H.decide(review, true, H.join(H.lines(right), eol, nl))
       H.close_later(review)
     end,
   })
@@ -377,7 +383,7 @@ function H.after_hunk(review)
     return
   end
   if review.kind == "proposal" then
-    local text = H.join(right, review.eol)
+    local text = H.join(right, review.eol, review.nl)
     if text == review.original then
       H.notify("amp: every hunk rejected: the proposal is rejected")
       H.decide(review, false, nil)
@@ -446,7 +452,7 @@ function M.accept_all(name)
     return H.notify("amp: not in a review", vim.log.levels.WARN)
   end
   if review.kind == "proposal" then
-    H.decide(review, true, H.join(H.lines(review.right), review.eol))
+    H.decide(review, true, H.join(H.lines(review.right), review.eol, review.nl))
   else
     H.finish_changes(review)
   end
@@ -508,6 +514,12 @@ end
 --- text is already reviewed.
 H.approved = {}
 
+--- The buffer's text as its file holds it (line breaks of its 'fileformat').
+function H.buffer_text(buf)
+  local nl = vim.bo[buf].fileformat == "dos" and "\r\n" or "\n"
+  return H.join(H.lines(buf), vim.bo[buf].endofline, nl)
+end
+
 --- Files whose changes are not reviewed yet (sorted), dropping those whose
 --- text is back to what it was.
 function M.pending()
@@ -518,7 +530,7 @@ function M.pending()
       M.changes[name] = nil
     elseif vim.deep_equal(H.lines(buf), change.before) then
       M.changes[name] = nil
-    elseif H.approved[name] and H.join(H.lines(buf), vim.bo[buf].endofline) == H.approved[name] then
+    elseif H.approved[name] and H.buffer_text(buf) == H.approved[name] then
       M.changes[name] = nil
       H.approved[name] = nil
     else

@@ -707,6 +707,37 @@ def listening_addresses(port: int) -> list[str]:
     return out
 
 
+def connections_of_session(sid: int, port: int) -> set[int]:
+    """Local ports of the ESTABLISHED TCP connections to ``port`` that the
+    processes of session ``sid`` hold (from /proc: which process owns
+    which socket inode)."""
+    inodes: set[str] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(proc.name)) != sid:
+                continue
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    out: set[int] = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and inode in inodes and int(remote.split(":")[1], 16) == port:
+                out.add(int(local.split(":")[1], 16))
+    return out
+
+
 def port_accepts(port: int, host: str = "127.0.0.1") -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):

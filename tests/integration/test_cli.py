@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import NVIM, REPO, AmpEnv, lua_literal, open_client, wait_for
+from harness import connections_of_session
 
 CLI_FIXTURE = REPO / "tests" / "fixtures" / "amp-cli"
 AMP_BIN = CLI_FIXTURE / "node_modules" / "@ampcode" / "cli-linux-x64" / "amp"
@@ -191,7 +192,12 @@ def test_a_changed_fixed_port_wins_over_the_previous_one(nvim_factory):
 def test_the_real_cli_reconnects_after_amp_restart(nvim_factory, cli_factory):
     """The CLI finds the editor by its lockfile and connects; after
     :Amp restart (new token, same port) and after :Amp stop / :Amp start it
-    comes back by itself: it re-reads only the lockfile of the port it knew."""
+    comes back by itself: it re-reads only the lockfile of the port it knew.
+
+    The reconnections are seen from the sockets: the CLI writes its log
+    through a buffer that may hold an "ide-client: connected" line for
+    many seconds (seen: 8 s, and more than 15 s), so only the first
+    connection, logged at start-up, is read from the log."""
     ed = nvim_factory()
     record_echo(ed)
     port = ed.lock["port"]
@@ -201,16 +207,24 @@ def test_the_real_cli_reconnects_after_amp_restart(nvim_factory, cli_factory):
     wait_for(lambda: clients(ed) == 1, 10, "Neovim to count the CLI")
     wait_for(lambda: "amp: an agent connected" in shown(ed), 5, "the connect notice")
 
+    def reconnected(before: set[int]) -> set[int]:
+        # A connection of the CLI's own processes to the port, not one it
+        # had before, that the server took (it checks the new token).
+        now = connections_of_session(cli.proc.pid, port)
+        return now if now and not now & before and clients(ed) == 1 else set()
+
+    first = wait_for(lambda: connections_of_session(cli.proc.pid, port), 5, "the CLI's socket")
     ed.nvim.command("Amp restart")
-    wait_for(lambda: len(cli.connects()) >= 2, 15, "the CLI to reconnect after :Amp restart")
-    assert cli.connects()[1].get("port") == port
-    wait_for(lambda: clients(ed) == 1, 10, "Neovim to count the CLI again")
+    second = wait_for(lambda: reconnected(first), 15, "the CLI to reconnect after :Amp restart")
+    assert ed.lock["port"] == port
+    # Counted as an agent once the connection stays (connection.lua's settle time).
+    wait_for(lambda: shown(ed).count("amp: an agent connected") == 2, 5, "the second connect notice")
 
     ed.nvim.command("Amp stop")
     time.sleep(2.5)  # the CLI dials the dead port meanwhile
     ed.nvim.command("Amp start")
-    wait_for(lambda: len(cli.connects()) >= 3, 15, "the CLI to reconnect after :Amp stop, :Amp start")
-    wait_for(lambda: clients(ed) == 1, 10, "Neovim to count the CLI again")
+    wait_for(lambda: reconnected(second), 15, "the CLI to reconnect after :Amp stop, :Amp start")
+    wait_for(lambda: shown(ed).count("amp: an agent connected") == 3, 5, "the third connect notice")
     notices = [s for s in shown(ed) if "agent" in s]
     assert notices.count("amp: an agent connected") == 3, notices
     assert all("\n" not in s and len(s) < 80 for s in notices), notices

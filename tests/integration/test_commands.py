@@ -13,7 +13,7 @@ from conftest import port_accepts
 from context_helpers import (QUIET, WAIT, connect_recorder, events, feed, install_event_log,
                              wait_event, wait_nvim, write)
 
-SUBCOMMANDS = {"start", "stop", "restart", "status", "log", "send", "prompt", "ref", "buffer"}
+SUBCOMMANDS = {"start", "stop", "restart", "status", "log", "send", "prompt", "ref", "buffer", "review"}
 LINES = ["first line", "second é→😀 line", "\tthird line", "fourth", "fifth"]
 TEXT = "\n".join(LINES) + "\n"
 EVENTS = ["AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected"]
@@ -167,7 +167,7 @@ def test_completion_lists_the_subcommands(nvim_factory):
     got = ed.nvim.funcs.getcompletion("Amp ", "cmdline")
     assert SUBCOMMANDS <= set(got), got
     assert sorted(ed.nvim.funcs.getcompletion("Amp st", "cmdline")) == ["start", "status", "stop"]
-    assert ed.nvim.funcs.getcompletion("Amp re", "cmdline") == ["ref", "restart"]
+    assert ed.nvim.funcs.getcompletion("Amp re", "cmdline") == ["ref", "restart", "review"]
 
 
 # ------------------------------------------------------------ User events

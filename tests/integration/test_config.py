@@ -20,6 +20,11 @@ DEFAULTS = {
     "auto_start": True,
     "agents": {"amp": True, "claude": False},
     "notify": {"connections": True},
+    "review": {
+        "edit_file": False,
+        "timeout_ms": 300000,
+        "keys": {"accept_hunk": "ga", "reject_hunk": "gr", "accept_all": "gA", "reject_all": "gR"},
+    },
     "log_level": "info",
     "log_max_bytes": 10 * 1024 * 1024,
     "server": {
@@ -183,6 +188,11 @@ INVALID = [
     ("{ watch = { enabled = 1 } }", "amp: setup: watch.enabled must be a boolean, got 1"),
     ("{ edits = { write_autocmds = 'pre' } }",
      'amp: setup: edits.write_autocmds must be "all", "post" or "none", got "pre"'),
+    ("{ review = { edit_file = 'yes' } }", 'amp: setup: review.edit_file must be a boolean, got "yes"'),
+    ("{ review = { timeout_ms = 10 } }", "amp: setup: review.timeout_ms must be at least 1000, got 10"),
+    ("{ review = { keys = { accept_hunk = 1 } } }",
+     "amp: setup: review.keys must be a table of key names to keys (strings) or false, "
+     'got { accept_all = "gA", accept_hunk = 1, reject_all = "gR", reject_hunk = "gr" }'),
     ("{ install = { url = '' } }", 'amp: setup: install.url must be nil or a URL, got ""'),
     ("{ openctx = { providers = 'https://p.test' } }",
      'amp: setup: openctx.providers must be a table of provider URI = true|false|{settings}, got "https://p.test"'),

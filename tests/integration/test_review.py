@@ -1,0 +1,252 @@
+"""Reviews of agents' changes (lua/amp/review.lua), in a real Neovim:
+Amp's editFile under `review.edit_file` (decided as a whole or hunk by
+hunk, with the keys users press), and `:Amp review` of changes an agent
+made on disk, whose reverts are written by Neovim's own :write."""
+
+import time
+
+import pytest
+
+from conftest import wait_for
+
+
+def record_events(ed) -> None:
+    ed.lua("""
+        _G.amp_review_events = {}
+        vim.api.nvim_create_autocmd('User', { pattern = 'AmpReview*', callback = function(ev)
+          table.insert(_G.amp_review_events, { ev.match, ev.data })
+        end })
+    """)
+
+
+def events(ed) -> list[str]:
+    return [e[0] for e in ed.lua("return _G.amp_review_events") or []]
+
+
+def proposal_window(ed, suffix: str) -> int:
+    """The window of the review buffer whose name ends with `suffix`."""
+    return wait_for(lambda: ed.lua("""
+        for _, win in ipairs(vim.api.nvim_list_wins()) do
+          local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win))
+          if vim.endswith(name, ...) then return win end
+        end
+        return false""", suffix), 10, f"a review window of {suffix!r}")
+
+
+def press(ed, win: int, row: int, keys: str) -> None:
+    """Puts the cursor of `win` on `row` and types `keys` (mappings apply)."""
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.lua("vim.api.nvim_win_set_cursor(0, { ..., 0 })", row)
+    ed.nvim.command("normal " + keys)
+
+
+def tabs(ed) -> int:
+    return ed.lua("return #vim.api.nvim_list_tabpages()")
+
+
+# ---------------------------------------------------------------- editFile under review
+
+
+@pytest.fixture
+def reviewed(nvim_factory):
+    ed = nvim_factory(review={"edit_file": True, "timeout_ms": 60000})
+    record_events(ed)
+    return ed
+
+
+def test_edit_file_is_decided_hunk_by_hunk_with_the_keys(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "dos.txt"
+    path.write_bytes(b"one\r\ntwo\r\nthree\r\nfour\r\nfive\r\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "ONE\r\ntwo\r\nthree\r\nfour\r\nFIVE\r\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    assert tabs(ed) == 2
+    # The agent waits: nothing is written before the user decides.
+    time.sleep(0.3)
+    assert path.read_bytes() == b"one\r\ntwo\r\nthree\r\nfour\r\nfive\r\n"
+    press(ed, win, 1, "ga")  # keep ONE
+    assert tabs(ed) == 2, "one hunk is still undecided"
+    press(ed, win, 5, "gr")  # five stays five
+    resp = c.recv_response(rid, timeout=10)
+    result = resp["editFile"]
+    assert result["success"] is True, result
+    assert result["content"] == "ONE\r\ntwo\r\nthree\r\nfour\r\nfive\r\n", result
+    # Written as :w writes a 'fileformat' dos buffer.
+    assert path.read_bytes() == b"ONE\r\ntwo\r\nthree\r\nfour\r\nfive\r\n"
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to close")
+    assert "AmpReviewOpened" in events(ed) and "AmpReviewDecided" in events(ed), events(ed)
+    # Accepted in a review: not counted again as an unreviewed change.
+    time.sleep(0.2)
+    assert ed.lua("return require('amp.review').count()") == 0
+
+
+def test_edit_file_accepted_with_w_keeps_the_users_own_edits(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "a.py"
+    path.write_text("x = 1\ny = 2\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "x = 10\ny = 2\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'y = 20  # mine' })")
+    ed.nvim.command("write")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is True and result["content"] == "x = 10\ny = 20  # mine\n", result
+    assert path.read_text() == "x = 10\ny = 20  # mine\n"
+
+
+def test_edit_file_rejected_with_q_changes_nothing(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "keep.txt"
+    path.write_bytes(b"keep me\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "lost\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("quit")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is False and "rejected" in result["message"], result
+    assert path.read_bytes() == b"keep me\n"
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to close")
+
+
+def test_every_hunk_rejected_is_a_rejection(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "r.txt"
+    path.write_text("a\nb\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "a\nB\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    press(ed, win, 2, "gr")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is False and "rejected" in result["message"], result
+    assert path.read_text() == "a\nb\n"
+
+
+def test_an_undecided_review_times_out_and_closes(nvim_factory):
+    ed = nvim_factory(review={"edit_file": True, "timeout_ms": 1000})
+    path = ed.env.workspace / "slow.txt"
+    path.write_text("old\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "new\n"})
+    proposal_window(ed, "(proposed by Amp)")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is False and "within 1 s" in result["message"], result
+    assert path.read_text() == "old\n"
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to close")
+
+
+def test_the_keys_are_configurable_and_buffer_local(nvim_factory):
+    ed = nvim_factory(review={"edit_file": True, "keys": {"accept_hunk": "<leader>y", "reject_hunk": False}})
+    path = ed.env.workspace / "k.txt"
+    path.write_text("a\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "b\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    maps = ed.lua("""
+        vim.api.nvim_set_current_win(...)
+        local out = {}
+        for _, m in ipairs(vim.api.nvim_buf_get_keymap(0, 'n')) do out[#out + 1] = m.lhs end
+        return out""", win)
+    assert "gr" not in maps and "gA" in maps, maps
+    ed.lua("vim.cmd.tabfirst()")
+    assert ed.lua("return vim.fn.maparg('gA', 'n')") == "", "the keys exist only in the review's buffers"
+    press(ed, win, 1, "\\y")
+    assert c.recv_response(rid, timeout=10)["editFile"]["success"] is True
+    assert path.read_text() == "b\n"
+
+
+# ---------------------------------------------------------------- :Amp review of changes on disk
+
+
+def agent_writes(ed, path, data: bytes, expect_first_line: str) -> None:
+    path.write_bytes(data)
+    wait_for(lambda: (ed.buf_lines(path) or [None])[0] == expect_first_line, 10, "the buffer to take in the change")
+
+
+def test_amp_review_reverts_a_hunk_with_write_and_keeps_another(nvim_factory):
+    ed = nvim_factory()
+    record_events(ed)
+    path = ed.env.workspace / "crlf.txt"
+    path.write_bytes(b"\xef\xbb\xbfalpha\r\nbeta\r\ngamma\r\ndelta")  # BOM, CRLF, no final EOL
+    ed.edit(path)
+    assert ed.lua("return require('amp.review').count()") == 0
+    agent_writes(ed, path, b"\xef\xbb\xbfALPHA\r\nbeta\r\ngamma\r\nDELTA", "ALPHA")
+    wait_for(lambda: ed.lua("return require('amp.review').count()") == 1, 5, "the change to be counted")
+    assert "AmpReviewChanged" in events(ed), events(ed)
+    assert "1 to review" in ed.lua("return require('amp').statusline()")
+
+    ed.nvim.command("Amp review")
+    wait_for(lambda: tabs(ed) == 2, 5, "the review tab")
+    win = ed.lua("""
+        for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+          if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)) == ... then return win end
+        end""", str(path))
+    assert win, "the file's own buffer is the review's right side"
+    press(ed, win, 1, "gr")  # revert ALPHA
+    # Written by :write, as the user's :w writes it: BOM and CRLF kept, and
+    # with 'fixendofline' (the default) the final line gets its EOL.
+    assert path.read_bytes() == b"\xef\xbb\xbfalpha\r\nbeta\r\ngamma\r\nDELTA\r\n"
+    assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(path)) is False
+    assert tabs(ed) == 2, "DELTA is not decided yet"
+    press(ed, win, 4, "ga")  # keep DELTA
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to end")
+    assert ed.lua("return require('amp.review').count()") == 0
+    assert "AmpReviewDone" in events(ed), events(ed)
+    assert "to review" not in ed.lua("return require('amp').statusline()")
+    assert path.read_bytes() == b"\xef\xbb\xbfalpha\r\nbeta\r\ngamma\r\nDELTA\r\n"
+    # The buffer-local keys went with the review.
+    left = ed.lua("""
+        local out = {}
+        for _, m in ipairs(vim.api.nvim_buf_get_keymap(vim.fn.bufnr(...), 'n')) do out[#out + 1] = m.lhs end
+        return out""", str(path))
+    assert "gr" not in left and "ga" not in left, left
+
+
+def test_amp_review_lists_files_and_reverts_all(nvim_factory):
+    ed = nvim_factory()
+    a, b = ed.env.workspace / "a.txt", ed.env.workspace / "b.txt"
+    a.write_text("a1\na2\n")
+    b.write_text("b1\n")
+    ed.edit(a)
+    ed.edit(b)
+    agent_writes(ed, a, b"A1\na2\n", "A1")
+    agent_writes(ed, b, b"B1\n", "B1")
+    wait_for(lambda: ed.lua("return require('amp.review').count()") == 2, 5, "two changes")
+    assert ed.lua("return vim.fn.getcompletion('Amp review ', 'cmdline')") == ["a.txt", "b.txt"]
+    ed.lua("""
+        vim.ui.select = function(items, opts, on_choice)
+          _G.amp_offered = vim.tbl_map(opts.format_item, items)
+          on_choice(items[2])
+        end""")
+    ed.nvim.command("Amp review")
+    assert ed.lua("return _G.amp_offered") == ["a.txt", "b.txt"]
+    wait_for(lambda: tabs(ed) == 2, 5, "the review of b.txt")
+    ed.nvim.command("normal gR")
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to end")
+    assert b.read_text() == "b1\n" and a.read_text() == "A1\na2\n"
+    assert ed.lua("return require('amp.review').pending()") == [str(a)]
+
+
+def test_amp_review_with_nothing_to_review_says_so(nvim_factory):
+    ed = nvim_factory()
+    ed.nvim.command("Amp review")
+    assert "amp: no unreviewed changes" in ed.messages()
+
+
+def test_a_revert_never_writes_the_users_unsaved_text(nvim_factory):
+    ed = nvim_factory()
+    path = ed.env.workspace / "u.txt"
+    path.write_text("one\ntwo\n")
+    ed.edit(path)
+    agent_writes(ed, path, b"ONE\ntwo\n", "ONE")
+    wait_for(lambda: ed.lua("return require('amp.review').count()") == 1, 5, "the change")
+    ed.nvim.command("Amp review")
+    wait_for(lambda: tabs(ed) == 2, 5, "the review tab")
+    win = ed.lua("return vim.fn.bufwinid(...)", str(path))
+    ed.lua("vim.api.nvim_buf_set_lines(vim.fn.bufnr(...), 1, 2, false, { 'mine' })", str(path))
+    press(ed, win, 1, "gr")
+    assert "unsaved changes" in ed.messages()
+    assert path.read_text() == "ONE\ntwo\n"
+    assert ed.buf_lines(path) == ["ONE", "mine"]
