@@ -139,6 +139,16 @@ function H.scratch(lines, name, filetype)
   return buf
 end
 
+--- The loaded buffer whose name is exactly `name`.
+function H.buffer_named(name)
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    if api.nvim_buf_is_loaded(buf) and api.nvim_buf_get_name(buf) == name then
+      return buf
+    end
+  end
+  return nil
+end
+
 function H.filetype_of(path)
   return vim.filetype.match({ filename = path }) or ""
 end
@@ -318,8 +328,8 @@ function M.open_proposal(name, path, original, proposed, agent)
   -- The file's own buffer has unsaved changes: the review says so. Accept
   -- still answers with the proposal (the agent writes the file and the
   -- buffer shows the conflict, see :Amp diff).
-  local loaded = vim.fn.bufnr(vim.fn.fnameescape(path))
-  if loaded > 0 and api.nvim_buf_is_loaded(loaded) and vim.bo[loaded].modified then
+  local loaded = H.buffer_named(vim.fn.fnamemodify(path, ":p"))
+  if loaded and vim.bo[loaded].modified then
     review.note = "the file's buffer has unsaved changes"
   end
   M.reviews[name] = review
@@ -525,14 +535,14 @@ end
 function M.pending()
   local out = {}
   for name, change in pairs(M.changes) do
-    local buf = vim.fn.bufnr(vim.fn.fnameescape(name))
-    if buf <= 0 or not api.nvim_buf_is_loaded(buf) then
-      M.changes[name] = nil
-    elseif vim.deep_equal(H.lines(buf), change.before) then
-      M.changes[name] = nil
-    elseif H.approved[name] and H.buffer_text(buf) == H.approved[name] then
-      M.changes[name] = nil
+    local buf = H.buffer_named(name)
+    local approved = buf and H.approved[name] and H.buffer_text(buf) == H.approved[name]
+    if approved then
       H.approved[name] = nil
+    end
+    -- Gone, back to its old text, or what the user accepted in a proposal.
+    if not buf or approved or vim.deep_equal(H.lines(buf), change.before) then
+      M.changes[name] = nil
     else
       table.insert(out, name)
     end
@@ -589,8 +599,8 @@ end
 --- its buffer has it).
 function M.open_changes(path)
   local change = M.changes[path]
-  local buf = vim.fn.bufnr(vim.fn.fnameescape(path))
-  if not change or buf <= 0 then
+  local buf = H.buffer_named(path)
+  if not change or not buf then
     H.notify("amp: no unreviewed change in " .. vim.fn.fnamemodify(path, ":~:."), vim.log.levels.WARN)
     return false
   end

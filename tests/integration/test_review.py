@@ -161,8 +161,18 @@ def test_the_keys_are_configurable_and_buffer_local(nvim_factory):
 
 
 def agent_writes(ed, path, data: bytes, expect_first_line: str) -> None:
-    path.write_bytes(data)
-    wait_for(lambda: (ed.buf_lines(path) or [None])[0] == expect_first_line, 10, "the buffer to take in the change")
+    """Writes `data` as an agent would, until the buffer has taken it in: the
+    watcher starts watching a buffer's file a moment after it is loaded,
+    and a write before that is not an outside change it sees."""
+    deadline = time.monotonic() + 10
+    while True:
+        path.write_bytes(data)
+        try:
+            wait_for(lambda: (ed.buf_lines(path) or [None])[0] == expect_first_line, 0.5, "the buffer")
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the buffer of {path} never took in the agent's change") from None
 
 
 def test_amp_review_reverts_a_hunk_with_write_and_keeps_another(nvim_factory):
