@@ -367,6 +367,21 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
     wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
     assert c.tool("closeAllDiffTabs") == "CLOSED_0_DIFF_TABS"
     assert f.read_text() == "one\ntwo\nthree\n"
+
+    # Hunk by hunk with the review's keys: the last decision ends it.
+    id = open_diff("review 4", "ONE\ntwo\nTHREE\n")
+    buf = proposal_buffer("review 4")
+    win = ed.lua("return vim.fn.bufwinid(...)", buf)
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 3, 0 })")
+    ed.nvim.command("normal gr")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2, "ONE is still undecided"
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 1, 0 })")
+    ed.nvim.command("normal ga")
+    answer = reply(id)
+    assert answer["result"]["content"] == [{"type": "text", "text": "FILE_SAVED"},
+                                           {"type": "text", "text": "ONE\ntwo\nthree\n"}]
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
     c.close()
 
 
