@@ -15,7 +15,6 @@ use super::server::Shared;
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
 use crate::core::file_ops::{io_message, special_kind, FileAccess};
-use crate::core::log;
 use crate::core::text::byte_to_utf16_col;
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 
@@ -33,7 +32,7 @@ pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> Jso
     match outcome {
         Ok(result) => encode_response(&request.id, &request.method, request.dialect, result),
         Err(error) => {
-            log::debug(format!("{} failed: {}", request.method, error.message));
+            crate::log_debug!("{} failed: {}", request.method, error.message);
             encode_error(&request.id, &error).into()
         }
     }

@@ -309,11 +309,11 @@ async fn answer(server: &Arc<ClaudeServer>, id: &Value, method: &str, params: &V
         current_selection: server.current_selection(),
         latest_selection: server.latest_selection(),
     };
-    log::debug(format!("claude: {method} {}", log::untrusted(&params.to_string())));
+    crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
     match tools::answer(method, params, &cx).await {
         Ok(result) => mcp::result(id, result),
         Err((code, message)) => {
-            log::debug(format!("claude: {method} failed: {message}"));
+            crate::log_debug!("claude: {method} failed: {message}");
             mcp::error(id, code, &message)
         }
     }
@@ -352,7 +352,7 @@ async fn push_selection(server: Arc<ClaudeServer>, outbound: mpsc::Sender<String
             continue;
         }
         let text = mcp::notification("selection_changed", &protocol::selection(&state.raw));
-        log::debug(format!("claude: selection_changed {}", log::untrusted(&text)));
+        crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if outbound.send(text).await.is_err() {
             return;
         }

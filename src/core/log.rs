@@ -277,9 +277,41 @@ pub fn debug(message: impl AsRef<str>) {
     write(Level::Debug, message)
 }
 
+/// `log::debug(format!(...))` that formats only when the debug level is on:
+/// the per-message lines (an agent's every request, every selection sent)
+/// cost nothing at the default level.
+#[macro_export]
+macro_rules! log_debug {
+    ($($arg:tt)*) => {
+        if $crate::core::log::enabled($crate::core::log::Level::Debug) {
+            $crate::core::log::debug(format!($($arg)*))
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_debug_formats_only_at_the_debug_level() {
+        struct Counted<'a>(&'a std::cell::Cell<u32>);
+        impl std::fmt::Display for Counted<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.set(self.0.get() + 1);
+                f.write_str("x")
+            }
+        }
+        let formatted = std::cell::Cell::new(0);
+        let before = MIN_LEVEL.load(Ordering::Relaxed);
+        MIN_LEVEL.store(Level::Info as u8, Ordering::Relaxed);
+        crate::log_debug!("{}", Counted(&formatted));
+        assert_eq!(formatted.get(), 0);
+        MIN_LEVEL.store(Level::Debug as u8, Ordering::Relaxed);
+        crate::log_debug!("{}", Counted(&formatted));
+        assert_eq!(formatted.get(), 1);
+        MIN_LEVEL.store(before, Ordering::Relaxed);
+    }
 
     #[test]
     fn escape_cuts_and_escapes_control_characters() {

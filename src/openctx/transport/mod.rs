@@ -326,7 +326,7 @@ impl ChildConn {
                     }
                     .await;
                     if let Err(e) = r {
-                        crate::core::log::debug(format!("openctx: {}: write to stdin failed: {e}", shared.label));
+                        crate::log_debug!("openctx: {}: write to stdin failed: {e}", shared.label);
                         shared.kill();
                         break;
                     }
@@ -355,7 +355,7 @@ impl ChildConn {
                         }
                         Ok(LineRead::Eof) => break,
                         Err(e) => {
-                            crate::core::log::debug(format!("openctx: {}: read from stdout failed: {e}", shared.label));
+                            crate::log_debug!("openctx: {}: read from stdout failed: {e}", shared.label);
                             break;
                         }
                     }
@@ -562,18 +562,18 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         match id {
             Some(id) => {
                 let reply = answer_peer_request(method, id.clone(), jsonrpc);
-                crate::core::log::debug(format!("openctx: {}: answered the peer's request {method}", shared.label));
+                crate::log_debug!("openctx: {}: answered the peer's request {method}", shared.label);
                 if let (Some(tx), Ok(mut bytes)) = (reply_to.upgrade(), serde_json::to_vec(&reply)) {
                     bytes.push(b'\n');
                     let _ = tx.try_send(bytes);
                 }
             }
-            None => crate::core::log::debug(format!("openctx: {}: notification {method}", shared.label)),
+            None => crate::log_debug!("openctx: {}: notification {method}", shared.label),
         }
         return;
     }
     let Some(id) = id.and_then(|id| id.as_u64().or_else(|| id.as_str().and_then(|s| s.parse().ok()))) else {
-        crate::core::log::debug(format!("openctx: {}: message without a usable id ignored", shared.label));
+        crate::log_debug!("openctx: {}: message without a usable id ignored", shared.label);
         return;
     };
     let outcome = if jsonrpc { outcome_of(&message) } else { host_outcome_of(&message) };
@@ -583,7 +583,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
             let _ = tx.send(outcome);
         }
         // The caller stopped waiting (timeout): nothing to do.
-        None => crate::core::log::debug(format!("openctx: {}: late answer to request {id} dropped", shared.label)),
+        None => crate::log_debug!("openctx: {}: late answer to request {id} dropped", shared.label),
     }
 }
 
