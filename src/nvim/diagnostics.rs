@@ -18,28 +18,28 @@ pub fn collect(under: Option<Vec<PathBuf>>) -> Result<Vec<RawDiagnostic>, String
     let mut out = Vec::new();
     for entry in list.sequence_values::<Table>() {
         let d = entry.map_err(|e| api_err("diagnostic", e))?;
-        let int = |i: usize| d.raw_get::<Option<i64>>(i).ok().flatten().unwrap_or(0).max(0) as usize;
-        let bytes = |i: usize| match d.raw_get::<Value>(i) {
+        let int = |key: &str| d.raw_get::<Option<i64>>(key).ok().flatten().unwrap_or(0).max(0) as usize;
+        let bytes = |key: &str| match d.raw_get::<Value>(key) {
             Ok(Value::String(s)) => s.as_bytes().to_vec(),
             _ => Vec::new(),
         };
-        let Ok(name) = d.raw_get::<mlua::String>(1) else { continue };
+        let Ok(name) = d.raw_get::<mlua::String>("path") else { continue };
         out.push(RawDiagnostic {
             path: path_from_lua(&name),
-            lnum: int(2),
-            col: int(3),
-            end_lnum: int(4),
-            end_col: int(5),
-            severity: int(6).clamp(1, 4) as u8,
-            message: String::from_utf8_lossy(&bytes(7)).into_owned(),
-            source: match d.raw_get::<Value>(8) {
+            lnum: int("lnum"),
+            col: int("col"),
+            end_lnum: int("end_lnum"),
+            end_col: int("end_col"),
+            severity: int("severity").clamp(1, 4) as u8,
+            message: String::from_utf8_lossy(&bytes("message")).into_owned(),
+            source: match d.raw_get::<Value>("source") {
                 Ok(Value::String(s)) => Some(s.to_string_lossy()),
                 _ => None,
             },
-            line: bytes(9),
-            end_line: bytes(10),
-            line_offset: int(11),
-            end_line_offset: int(12),
+            line: bytes("line"),
+            end_line: bytes("end_line"),
+            line_offset: int("line_offset"),
+            end_line_offset: int("end_line_offset"),
         });
     }
     Ok(out)

@@ -401,9 +401,20 @@ function H.diagnostics(prefixes)
           end_offset = api.nvim_buf_get_offset(buf, end_lnum)
         end
       end
+      -- The fields of core::editor::RawDiagnostic (src/nvim/diagnostics.rs).
       out[#out + 1] = {
-        name, lnum, d.col or 0, end_lnum, d.end_col or d.col or 0, d.severity or 1,
-        d.message or "", d.source, line, end_line, offset, end_offset,
+        path = name,
+        lnum = lnum,
+        col = d.col or 0,
+        end_lnum = end_lnum,
+        end_col = d.end_col or d.col or 0,
+        severity = d.severity or 1,
+        message = d.message or "",
+        source = d.source,
+        line = line,
+        end_line = end_line,
+        line_offset = offset,
+        end_line_offset = end_offset,
       }
     end
   end
