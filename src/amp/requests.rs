@@ -15,7 +15,6 @@ use super::server::Shared;
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
 use crate::core::file_ops::{io_message, special_kind, FileAccess};
-use crate::core::text::byte_to_utf16_col;
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 
 /// Answers one TEXT frame with the text of the response.
@@ -152,12 +151,13 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
         shared.editor.diagnostics(under).await.map_err(editor_error)?.map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
     let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in raw {
+        let (start, end) = (d.utf16_start(), d.utf16_end());
         let item = json!({
             "range": {
-                "startLine": d.lnum,
-                "startCharacter": byte_to_utf16_col(&d.line, d.col),
-                "endLine": d.end_lnum,
-                "endCharacter": byte_to_utf16_col(&d.end_line, d.end_col),
+                "startLine": start.0,
+                "startCharacter": start.1,
+                "endLine": end.0,
+                "endCharacter": end.1,
             },
             "severity": severity_name(d.severity),
             "description": d.message,

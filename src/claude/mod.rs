@@ -1,8 +1,8 @@
 //! The Claude Code front-end (also OpenCode's TUI, which reads the same
 //! lockfiles): MCP over a loopback WebSocket, discovered through
 //! `~/.claude/ide/<port>.lock`. `protocol` and `tools` are plain Rust,
-//! unit-tested without Neovim; `server` is tokio; Neovim's side of `tools::EditorSide` is
-//! `crate::nvim::claude`.
+//! unit-tested without Neovim (over `core::editor::Editor`); `server` is
+//! tokio.
 
 pub mod protocol;
 pub mod server;

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
-use super::tools::{self, EditorSide};
+use super::tools;
 use crate::amp::connection::{budget_cost, close, finish, upgrade_with, UpgradePolicy, Ws, WRITE_TIMEOUT};
 use crate::amp::context::{PublishedSelection, RawSelection};
 use crate::amp::handshake::TokenIn;
@@ -40,7 +40,6 @@ pub struct ClaudeServer {
     pub token: String,
     pub port: u16,
     pub lock_dir: PathBuf,
-    editor: Arc<dyn EditorSide>,
     clients: Mutex<HashMap<u64, mpsc::Sender<String>>>,
     next_client_id: AtomicU64,
     /// The newest selection that was not just a cursor (`getLatestSelection`).
@@ -49,13 +48,12 @@ pub struct ClaudeServer {
 }
 
 impl ClaudeServer {
-    pub fn new(core: Arc<Shared>, token: String, port: u16, lock_dir: PathBuf, editor: Arc<dyn EditorSide>) -> Self {
+    pub fn new(core: Arc<Shared>, token: String, port: u16, lock_dir: PathBuf) -> Self {
         Self {
             core,
             token,
             port,
             lock_dir,
-            editor,
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
             latest: Mutex::new(None),
@@ -304,7 +302,7 @@ async fn run(
 
 async fn answer(server: &Arc<ClaudeServer>, id: &Value, method: &str, params: &Value) -> String {
     let cx = tools::Context {
-        editor: server.editor.as_ref(),
+        editor: server.core.editor.as_ref(),
         workspace_folders: server.core.workspace_folders(),
         current_selection: server.current_selection(),
         latest_selection: server.latest_selection(),

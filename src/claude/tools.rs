@@ -1,74 +1,22 @@
 //! One MCP request of a Claude Code client, answered: `initialize`,
 //! `tools/list`, `tools/call`. Plain Rust: what needs the editor goes
-//! through [`EditorSide`] (Neovim's is `editor_side::Nvim`; tests use a fake).
+//! through the core's [`Editor`] (Neovim's is `nvim::editor::Neovim`; the
+//! tests use `core::fake_editor`), the same one the Amp protocol uses.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 
 use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
 use crate::amp::context::RawSelection;
-use crate::core::review::Decision;
+use crate::core::editor::{Editor, EditorError, TextToSelect};
+use crate::core::review::{Decision, Proposal};
 use crate::core::uri::{file_uri_to_path, path_to_file_uri};
 use crate::mcp;
 
-pub type EditorFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
-
-/// One diagnostic in Claude's units: 0-based lines, UTF-16 characters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Diagnostic {
-    pub path: PathBuf,
-    pub start: (usize, usize),
-    pub end: (usize, usize),
-    pub severity: u8,
-    pub message: String,
-    pub source: Option<String>,
-}
-
-/// A file buffer as `getOpenEditors` lists it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenEditor {
-    pub path: PathBuf,
-    pub active: bool,
-    pub dirty: bool,
-    pub filetype: String,
-}
-
-/// `openFile`'s selection: from the first `start_text` to the first
-/// `end_text` after it (to the end of `start_text` without one).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TextToSelect {
-    pub start_text: String,
-    pub end_text: Option<String>,
-    pub to_end_of_line: bool,
-}
-
-/// What the Claude front-end needs from the editor (its Neovim side is
-/// `editor_side.rs`, the only part of `claude/` that touches Neovim).
-pub trait EditorSide: Send + Sync {
-    /// Diagnostics of every buffer, or of the buffers of `path`.
-    fn diagnostics(&self, path: Option<PathBuf>) -> EditorFuture<'_, Vec<Diagnostic>>;
-    fn open_editors(&self) -> EditorFuture<'_, Vec<OpenEditor>>;
-    /// `None` when no buffer has the file.
-    fn dirty(&self, path: PathBuf) -> EditorFuture<'_, Option<bool>>;
-    /// Writes the buffer of `path`; `None` when no buffer has the file.
-    fn save(&self, path: PathBuf) -> EditorFuture<'_, Option<()>>;
-    /// Shows `path`; with `select`, selects that text in it.
-    fn open(&self, path: PathBuf, select: Option<TextToSelect>) -> EditorFuture<'_, ()>;
-    /// Shows the review `tab_name` of `contents` against `path` and waits
-    /// (without blocking anything) until the user decides.
-    fn open_diff(&self, tab_name: String, path: PathBuf, contents: String) -> EditorFuture<'_, Decision>;
-    /// Closes the review `tab_name`; whether there was one.
-    fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool>;
-    /// Closes every review; how many there were.
-    fn close_all_diffs(&self) -> EditorFuture<'_, usize>;
-}
-
 /// What a request needs besides the editor.
 pub struct Context<'a> {
-    pub editor: &'a dyn EditorSide,
+    pub editor: &'a dyn Editor,
     pub workspace_folders: Vec<String>,
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
@@ -121,8 +69,18 @@ fn path_arg(args: &Map<String, Value>, name: &str, cx: &Context<'_>) -> Result<P
     })
 }
 
+/// An editor call's two failures (the editor is gone, or the call failed
+/// there) as one MCP internal error.
+fn editor_error(e: impl std::fmt::Display) -> (i64, String) {
+    (mcp::INTERNAL_ERROR, e.to_string())
+}
+
+/// Flattens an editor call's answer.
+fn answered<T>(r: Result<Result<T, String>, EditorError>) -> Result<T, (i64, String)> {
+    r.map_err(editor_error)?.map_err(editor_error)
+}
+
 async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
-    let editor_error = |e: String| (mcp::INTERNAL_ERROR, e);
     match name {
         "getCurrentSelection" => {
             Ok(text(&protocol::selection_answer(cx.current_selection.as_ref(), "No active editor found")))
@@ -133,11 +91,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "getWorkspaceFolders" => Ok(text(&protocol::workspace_folders(&cx.workspace_folders))),
         "getOpenEditors" => {
-            let tabs: Vec<Value> = cx
-                .editor
-                .open_editors()
-                .await
-                .map_err(editor_error)?
+            let tabs: Vec<Value> = answered(cx.editor.open_buffers().await)?
                 .into_iter()
                 .map(|e| {
                     let label = e.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -157,15 +111,16 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) if !s.is_empty() => Some(path_arg(args, "uri", cx)?),
                 _ => None,
             };
-            let found = cx.editor.diagnostics(path).await.map_err(editor_error)?;
+            let found = answered(cx.editor.diagnostics(path.map(|p| vec![p])).await)?;
             let mut files: Vec<(PathBuf, Vec<Value>)> = Vec::new();
             for d in found {
+                let (start, end) = (d.utf16_start(), d.utf16_end());
                 let item = json!({
                     "message": d.message,
                     "severity": severity_name(d.severity),
                     "range": {
-                        "start": { "line": d.start.0, "character": d.start.1 },
-                        "end": { "line": d.end.0, "character": d.end.1 },
+                        "start": { "line": start.0, "character": start.1 },
+                        "end": { "line": end.0, "character": end.1 },
                     },
                     "source": d.source,
                 });
@@ -183,7 +138,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         "checkDocumentDirty" => {
             let path = path_arg(args, "filePath", cx)?;
             let shown = path.to_string_lossy().into_owned();
-            Ok(text(&match cx.editor.dirty(path).await.map_err(editor_error)? {
+            Ok(text(&match answered(cx.editor.buffer_modified(path).await)? {
                 Some(dirty) => json!({ "success": true, "filePath": shown, "isDirty": dirty, "isUntitled": false }),
                 None => json!({ "success": false, "message": format!("Document not open: {shown}") }),
             }))
@@ -191,7 +146,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         "saveDocument" => {
             let path = path_arg(args, "filePath", cx)?;
             let shown = path.to_string_lossy().into_owned();
-            Ok(text(&match cx.editor.save(path).await {
+            Ok(text(&match cx.editor.save_buffer(path).await.map_err(editor_error)? {
                 Ok(Some(())) => {
                     json!({ "success": true, "filePath": shown, "saved": true, "message": "Document saved successfully" })
                 }
@@ -210,7 +165,18 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 }),
                 _ => None,
             };
-            cx.editor.open(path, select).await.map_err(editor_error)?;
+            // A FIFO or a device would block or flood the editor: only
+            // regular files and directories are opened (as Amp's openURI).
+            let meta =
+                tokio::fs::metadata(&path).await.map_err(|e| editor_error(format!("cannot open {shown}: {e}")))?;
+            if !meta.is_file() && !meta.is_dir() {
+                return Err(editor_error(format!("cannot open {shown}: not a regular file")));
+            }
+            answered(cx.editor.open_file(path, None).await)?;
+            if let Some(select) = select {
+                // Not found: the file is shown, nothing is selected.
+                let _found = answered(cx.editor.select_text(select).await)?;
+            }
             Ok(plain(&format!("Opened file: {shown}")))
         }
         "openDiff" => {
@@ -225,18 +191,20 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // FILE_SAVED carries the final text: Claude writes the file
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
             // a rejection is always DIFF_REJECTED.
-            Ok(match cx.editor.open_diff(tab_name.clone(), path, contents).await.map_err(editor_error)? {
+            let proposal =
+                Proposal { name: tab_name.clone(), path, original: None, proposed: contents, agent: "Claude" };
+            Ok(match answered(cx.editor.propose(proposal).await)? {
                 Decision::Accepted(text) => mcp::text_content(&["FILE_SAVED", &text], false),
                 Decision::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
             })
         }
         "close_tab" => {
             let tab_name = string_arg(args, "tab_name")?;
-            cx.editor.close_diff(tab_name).await.map_err(editor_error)?;
+            answered(cx.editor.close_review(tab_name).await)?;
             Ok(plain("TAB_CLOSED"))
         }
         "closeAllDiffTabs" => {
-            let n = cx.editor.close_all_diffs().await.map_err(editor_error)?;
+            let n = answered(cx.editor.close_all_reviews().await)?;
             Ok(plain(&format!("CLOSED_{n}_DIFF_TABS")))
         }
         other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
@@ -246,85 +214,43 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::core::editor::RawDiagnostic;
+    use crate::core::fake_editor::{unix_format, Call, FakeEditor};
+    use std::future::Future;
 
-    #[derive(Default)]
-    struct Fake {
-        saved: Mutex<Vec<PathBuf>>,
-        opened: Mutex<Vec<PathBuf>>,
-    }
-
-    impl EditorSide for Fake {
-        fn diagnostics(&self, path: Option<PathBuf>) -> EditorFuture<'_, Vec<Diagnostic>> {
-            Box::pin(async move {
-                let all = vec![
-                    Diagnostic {
-                        path: "/w/a.rs".into(),
-                        start: (0, 1),
-                        end: (0, 3),
-                        severity: 1,
-                        message: "bad".into(),
-                        source: Some("rustc".into()),
-                    },
-                    Diagnostic {
-                        path: "/w/b.rs".into(),
-                        start: (2, 0),
-                        end: (2, 1),
-                        severity: 2,
-                        message: "meh".into(),
-                        source: None,
-                    },
-                    Diagnostic {
-                        path: "/w/a.rs".into(),
-                        start: (4, 0),
-                        end: (5, 0),
-                        severity: 4,
-                        message: "hint".into(),
-                        source: None,
-                    },
-                ];
-                Ok(all.into_iter().filter(|d| path.as_ref().is_none_or(|p| *p == d.path)).collect())
-            })
-        }
-        fn open_editors(&self) -> EditorFuture<'_, Vec<OpenEditor>> {
-            Box::pin(async {
-                Ok(vec![OpenEditor { path: "/w/a.rs".into(), active: true, dirty: true, filetype: "rust".into() }])
-            })
-        }
-        fn dirty(&self, path: PathBuf) -> EditorFuture<'_, Option<bool>> {
-            Box::pin(async move { Ok((path == Path::new("/w/a.rs")).then_some(true)) })
-        }
-        fn save(&self, path: PathBuf) -> EditorFuture<'_, Option<()>> {
-            Box::pin(async move {
-                if path != Path::new("/w/a.rs") {
-                    return Ok(None);
-                }
-                self.saved.lock().unwrap().push(path);
-                Ok(Some(()))
-            })
-        }
-        fn open(&self, path: PathBuf, _select: Option<TextToSelect>) -> EditorFuture<'_, ()> {
-            Box::pin(async move {
-                self.opened.lock().unwrap().push(path);
-                Ok(())
-            })
-        }
-        fn open_diff(&self, tab_name: String, _path: PathBuf, contents: String) -> EditorFuture<'_, Decision> {
-            Box::pin(async move {
-                Ok(if tab_name == "accept" { Decision::Accepted(contents + "edited\n") } else { Decision::Rejected })
-            })
-        }
-        fn close_diff(&self, tab_name: String) -> EditorFuture<'_, bool> {
-            Box::pin(async move { Ok(tab_name == "open") })
-        }
-        fn close_all_diffs(&self) -> EditorFuture<'_, usize> {
-            Box::pin(async { Ok(2) })
-        }
+    /// `/w/a.rs` (modified, current) and `/w/b.rs` loaded; three diagnostics.
+    fn fake() -> FakeEditor {
+        let fake = FakeEditor::new(false);
+        fake.open(Path::new("/w/a.rs"), &["fn é() {}"], true, unix_format());
+        fake.open(Path::new("/w/b.rs"), &["x"], false, unix_format());
+        let raw =
+            |path: &str, (lnum, col): (usize, usize), end_col: usize, severity: u8, message: &str| RawDiagnostic {
+                path: path.into(),
+                lnum,
+                col,
+                end_lnum: lnum,
+                end_col,
+                severity,
+                message: message.into(),
+                source: (severity == 1).then(|| "rustc".into()),
+                line: "fn é() {}".into(),
+                end_line: "fn é() {}".into(),
+                line_offset: 0,
+                end_line_offset: 0,
+            };
+        fake.set_diagnostics(vec![
+            // Byte column 5 is after "fn é": UTF-16 character 4.
+            raw("/w/a.rs", (0, 3), 5, 1, "bad"),
+            raw("/w/b.rs", (2, 0), 1, 2, "meh"),
+            raw("/w/a.rs", (4, 0), 0, 4, "hint"),
+        ]);
+        fake
     }
 
     #[test]
     fn open_diff_answers_file_saved_with_the_final_text_or_diff_rejected() {
-        let fake = Fake::default();
+        let fake = fake();
+        fake.decide(vec![Decision::Accepted("x\nedited\n".into()), Decision::Rejected]);
         block_on(async {
             let c = cx(&fake);
             let call = |tab: &str| {
@@ -339,14 +265,16 @@ mod tests {
             let rejected = answer("tools/call", &call("no"), &c).await.unwrap();
             assert_eq!(rejected["content"][0]["text"], "DIFF_REJECTED");
             assert_ne!(rejected["content"][0]["text"], "TAB_CLOSED");
+            assert!(fake.calls().contains(&Call::Propose("accept".into(), "x\n".into())));
             assert_eq!(tool(&c, "close_tab", json!({"tab_name": "open"})).await, "TAB_CLOSED");
-            assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_2_DIFF_TABS");
+            assert!(fake.calls().contains(&Call::CloseReview("open".into())));
+            assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_0_DIFF_TABS");
             let bad = json!({"name": "openDiff", "arguments": {"new_file_path": "/w/a.rs", "tab_name": "t"}});
             assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
         });
     }
 
-    fn cx(editor: &Fake) -> Context<'_> {
+    fn cx(editor: &FakeEditor) -> Context<'_> {
         Context { editor, workspace_folders: vec!["/w".into()], current_selection: None, latest_selection: None }
     }
 
@@ -357,12 +285,12 @@ mod tests {
     }
 
     fn block_on<F: Future>(f: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
     }
 
     #[test]
     fn initialize_and_list() {
-        let fake = Fake::default();
+        let fake = fake();
         block_on(async {
             let init = answer("initialize", &json!({"protocolVersion": "2025-11-25"}), &cx(&fake)).await.unwrap();
             assert_eq!(init["protocolVersion"], "2025-11-25");
@@ -376,7 +304,7 @@ mod tests {
 
     #[test]
     fn diagnostics_grouped_per_file_in_claude_units() {
-        let fake = Fake::default();
+        let fake = fake();
         block_on(async {
             let all = tool(&cx(&fake), "getDiagnostics", json!({})).await;
             assert_eq!(all.as_array().unwrap().len(), 2);
@@ -385,7 +313,7 @@ mod tests {
                 all[0]["diagnostics"][0],
                 json!({
                     "message": "bad", "severity": "Error", "source": "rustc",
-                    "range": {"start": {"line": 0, "character": 1}, "end": {"line": 0, "character": 3}},
+                    "range": {"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 4}},
                 })
             );
             assert_eq!(all[0]["diagnostics"][1]["severity"], "Hint");
@@ -397,14 +325,24 @@ mod tests {
 
     #[test]
     fn documents_selection_and_folders() {
-        let fake = Fake::default();
+        let fake = fake();
+        let dir = crate::testutil::TempDir::new("claude-open");
+        let file = dir.0.join("c.rs");
+        std::fs::write(&file, "fn main() {}\n").unwrap();
         block_on(async {
             let c = cx(&fake);
             assert_eq!(tool(&c, "checkDocumentDirty", json!({"filePath": "/w/a.rs"})).await["isDirty"], true);
             assert_eq!(tool(&c, "checkDocumentDirty", json!({"filePath": "/w/x.rs"})).await["success"], false);
             assert_eq!(tool(&c, "saveDocument", json!({"filePath": "a.rs"})).await["saved"], true);
-            assert_eq!(*fake.saved.lock().unwrap(), vec![PathBuf::from("/w/a.rs")]);
-            assert_eq!(tool(&c, "openFile", json!({"filePath": "/w/b.rs"})).await, "Opened file: /w/b.rs");
+            assert!(fake.calls().contains(&Call::SaveBuffer("/w/a.rs".into())));
+            assert_eq!(tool(&c, "saveDocument", json!({"filePath": "x.rs"})).await["success"], false);
+            let shown = file.display().to_string();
+            let opened = json!({"filePath": shown, "startText": "main"});
+            assert_eq!(tool(&c, "openFile", opened).await, format!("Opened file: {shown}"));
+            assert!(fake.calls().contains(&Call::OpenFile(file.clone(), None)));
+            assert!(fake.calls().iter().any(|call| matches!(call, Call::SelectText(t) if t.start_text == "main")));
+            let missing = json!({"name": "openFile", "arguments": {"filePath": "/w/none.rs"}});
+            assert_eq!(answer("tools/call", &missing, &c).await.unwrap_err().0, mcp::INTERNAL_ERROR);
             assert_eq!(tool(&c, "getOpenEditors", json!({})).await["tabs"][0]["label"], "a.rs");
             assert_eq!(tool(&c, "getWorkspaceFolders", json!({})).await["folders"][0]["path"], "/w");
             assert_eq!(tool(&c, "getCurrentSelection", json!({})).await["success"], false);

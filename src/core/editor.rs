@@ -56,6 +56,18 @@ pub struct RawDiagnostic {
     pub end_line_offset: usize,
 }
 
+impl RawDiagnostic {
+    /// The start as (line, UTF-16 character), the units of LSP and of
+    /// every agent protocol.
+    pub fn utf16_start(&self) -> (usize, usize) {
+        (self.lnum, crate::core::text::byte_to_utf16_col(&self.line, self.col))
+    }
+
+    pub fn utf16_end(&self) -> (usize, usize) {
+        (self.end_lnum, crate::core::text::byte_to_utf16_col(&self.end_line, self.end_col))
+    }
+}
+
 /// An agent's change to one buffer: `hunks` (ascending, non-overlapping,
 /// one undo step) if the buffer is still at `tick`.
 #[derive(Debug, Clone)]
@@ -158,6 +170,42 @@ pub trait Editor: Send + Sync + 'static {
 
     /// Closes the review `name` (pending: rejected); whether there was one.
     fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>>;
+
+    /// Closes every proposal's review (pending: rejected); how many.
+    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>>;
+
+    /// The buffers that hold files, the current one marked.
+    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>>;
+
+    /// Whether the buffer of `path` has unsaved changes; `None`: no buffer.
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>>;
+
+    /// Writes the buffer of `path` as `:write` does; `None`: no buffer.
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>>;
+
+    /// Selects `select` in the current buffer; whether its text was found.
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>>;
+}
+
+/// A buffer that holds a file, as an agent's list of open editors shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenBuffer {
+    pub path: PathBuf,
+    /// The current buffer.
+    pub active: bool,
+    /// Unsaved changes.
+    pub dirty: bool,
+    pub filetype: String,
+}
+
+/// A selection given by text: from the first `start_text` to the first
+/// `end_text` after it (to the end of `start_text` without one; to the end
+/// of that line with `to_end_of_line`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextToSelect {
+    pub start_text: String,
+    pub end_text: Option<String>,
+    pub to_end_of_line: bool,
 }
 
 /// The names a loaded buffer may have for `path` besides itself: its

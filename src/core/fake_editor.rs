@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, WritePlan};
-use super::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
+use super::editor::{
+    BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
+};
 use super::filetext::{self, DiskText, LineEnd};
 use super::review::{Decision, Proposal};
 use super::uri::LineSelection;
@@ -46,6 +48,11 @@ pub enum Call {
     /// A review: its name, the proposed text.
     Propose(String, String),
     CloseReview(String),
+    CloseAllReviews,
+    OpenBuffers,
+    BufferModified(PathBuf),
+    SaveBuffer(PathBuf),
+    SelectText(TextToSelect),
 }
 
 #[derive(Default)]
@@ -327,5 +334,41 @@ impl Editor for FakeEditor {
 
     fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
         self.answer(Call::CloseReview(name), |_| Ok(true))
+    }
+
+    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>> {
+        self.answer(Call::CloseAllReviews, |_| Ok(0))
+    }
+
+    /// The first buffer is the current one.
+    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>> {
+        self.answer(Call::OpenBuffers, |s| {
+            Ok(s.buffers
+                .iter()
+                .enumerate()
+                .map(|(i, b)| OpenBuffer {
+                    path: b.path.clone(),
+                    active: i == 0,
+                    dirty: b.modified,
+                    filetype: String::new(),
+                })
+                .collect())
+        })
+    }
+
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>> {
+        self.answer(Call::BufferModified(path.clone()), move |s| {
+            Ok(s.buffers.iter().find(|b| b.path == path).map(|b| b.modified))
+        })
+    }
+
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>> {
+        self.answer(Call::SaveBuffer(path.clone()), move |s| {
+            Ok(s.buffers.iter_mut().find(|b| b.path == path).map(|b| b.modified = false))
+        })
+    }
+
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>> {
+        self.answer(Call::SelectText(select), |_| Ok(true))
     }
 }

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::bridge::{self, on_main, BridgeError};
-use super::{buffers, diagnostics, events, file_record, files, open, review};
+use super::{api_err, buffers, diagnostics, events, file_record, files, find_buffer, lua, open, path_from_lua, review};
 use crate::core::buffer::{ApplyError, BufferText, WritePlan};
-use crate::core::editor::{BufferEdit, Editor, EditorError, FileChange, Pending, RawDiagnostic, WriteRequest};
+use crate::core::editor::{
+    BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
+};
 use crate::core::filetext::DiskText;
 use crate::core::review::{Decision, Proposal};
 use crate::core::uri::LineSelection;
@@ -115,5 +117,52 @@ impl Editor for Neovim {
 
     fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
         Box::pin(async move { Ok(review::close(name).await) })
+    }
+
+    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>> {
+        Box::pin(async move { Ok(review::close_all().await) })
+    }
+
+    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>> {
+        main(|| {
+            let list: Vec<mlua::Table> = lua::helper("open_buffers", ()).map_err(|e| api_err("listing buffers", e))?;
+            Ok(list
+                .into_iter()
+                .filter_map(|t| {
+                    let name: mlua::String = t.raw_get(1).ok()?;
+                    Some(OpenBuffer {
+                        path: path_from_lua(&name),
+                        active: t.raw_get(2).unwrap_or(false),
+                        dirty: t.raw_get(3).unwrap_or(false),
+                        filetype: t.raw_get(4).unwrap_or_default(),
+                    })
+                })
+                .collect())
+        })
+    }
+
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>> {
+        main(move || match find_buffer(&[path], true) {
+            None => Ok(None),
+            Some(buf) => lua::helper("buffer_modified", buf).map(Some).map_err(|e| api_err("'modified'", e)),
+        })
+    }
+
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>> {
+        main(move || match find_buffer(&[path], true) {
+            None => Ok(None),
+            Some(buf) => match lua::helper::<_, Option<String>>("save_buffer", buf) {
+                Ok(None) => Ok(Some(())),
+                Ok(Some(why)) => Err(why),
+                Err(e) => Err(api_err(":write", e)),
+            },
+        })
+    }
+
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>> {
+        main(move || {
+            lua::helper("select_text", (select.start_text, select.end_text, select.to_end_of_line))
+                .map_err(|e| api_err("selecting", e))
+        })
     }
 }

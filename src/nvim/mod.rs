@@ -10,7 +10,6 @@ pub mod annotations;
 pub mod bridge;
 pub mod buffers;
 pub mod bulk;
-pub mod claude;
 pub mod context;
 pub mod diagnostics;
 pub mod editor;

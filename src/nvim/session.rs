@@ -124,8 +124,7 @@ fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
     let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
         .map_err(|e| format!("claude: cannot listen on 127.0.0.1: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let editor = Arc::new(super::claude::Nvim);
-    let server = Arc::new(ClaudeServer::new(shared.clone(), token::generate_token(), port, lock_dir, editor));
+    let server = Arc::new(ClaudeServer::new(shared.clone(), token::generate_token(), port, lock_dir));
     // (The caller entered the runtime.)
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
