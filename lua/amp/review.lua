@@ -374,13 +374,22 @@ end
 --- Closes every proposal; how many there were.
 function M.close_all()
   local n = 0
-  for name, review in pairs(vim.deepcopy(M.reviews)) do
+  for name, review in pairs(M.reviews) do
     if review.kind == "proposal" and M.close(name) then
       n = n + 1
     end
   end
   return n
 end
+
+-- A stopped server answers no agent: its proposals' reviews go with it.
+api.nvim_create_autocmd("User", {
+  group = api.nvim_create_augroup("amp_review", { clear = true }),
+  pattern = "AmpServerStopped",
+  callback = function()
+    M.close_all()
+  end,
+})
 
 -- Hunks -------------------------------------------------------------------------
 

@@ -451,3 +451,48 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
     finally:
         tmux.close()
         mock.close()
+
+
+def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nvim_factory, amp_env):
+    """The review says the buffer has unsaved changes; Claude is told the
+    accepted text and writes the file itself; the buffer keeps the user's
+    unsaved text and reports the conflict (:Amp diff) instead of reloading."""
+    f = amp_env.workspace / "dirty.py"
+    f.write_text("a = 1\nb = 2\n")
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    ed.edit(f)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'b = 20  # unsaved' })")
+    ed.lua("""_G.amp_file_events = {}
+        vim.api.nvim_create_autocmd('User', { pattern = 'AmpFileChanged', callback = function(ev)
+          table.insert(_G.amp_file_events, ev.data)
+        end })""")
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    c.next_id += 1
+    rid = c.next_id
+    c.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
+        "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
+                                          "new_file_contents": "a = 100\nb = 2\n", "tab_name": "dirty"}}}))
+    win = wait_for(lambda: ed.lua("""
+        for _, win in ipairs(vim.api.nvim_list_wins()) do
+          if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)):find('(proposed by Claude)', 1, true) then
+            return win
+          end
+        end
+        return false"""), 10, "the review")
+    assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    deadline = time.monotonic() + 10
+    while True:
+        reply = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        if reply.get("id") == rid:
+            break
+    assert reply["result"]["content"][1]["text"] == "a = 100\nb = 2\n"
+    # Claude writes the file, as it does after FILE_SAVED.
+    f.write_text("a = 100\nb = 2\n")
+    wait_for(lambda: any(e.get("conflict") for e in ed.lua("return _G.amp_file_events")), 10, "the conflict report")
+    assert ed.buf_lines(f) == ["a = 1", "b = 20  # unsaved"]
+    assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is True
+    c.close()

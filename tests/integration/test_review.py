@@ -260,3 +260,35 @@ def test_a_revert_never_writes_the_users_unsaved_text(nvim_factory):
     assert "unsaved changes" in ed.messages()
     assert path.read_text() == "ONE\ntwo\n"
     assert ed.buf_lines(path) == ["ONE", "mine"]
+
+
+def test_stopping_the_server_closes_its_pending_reviews(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "s.txt"
+    path.write_text("old\n")
+    c = ed.connect()
+    c.send_request("editFile", {"path": str(path), "fullContent": "new\n"})
+    proposal_window(ed, "(proposed by Amp)")
+    ed.nvim.command("Amp stop")
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to close with the server")
+    assert ed.lua("return vim.tbl_count(require('amp.review').reviews)") == 0
+    assert path.read_text() == "old\n"
+
+
+def test_a_proposal_for_a_buffer_with_unsaved_changes_says_so_and_loses_nothing(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "dirty.txt"
+    path.write_text("one\ntwo\n")
+    ed.edit(path)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'two (unsaved)' })")
+    c = ed.connect()
+    # readFile's text (the buffer's, unsaved change included) is the left side.
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "ONE\ntwo (unsaved)\n"})
+    win = proposal_window(ed, "(proposed by Amp)")
+    assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is True, result
+    # The user's unsaved line went through the review and is on disk now.
+    assert path.read_text() == "ONE\ntwo (unsaved)\n"
