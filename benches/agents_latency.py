@@ -1,16 +1,26 @@
 #!/usr/bin/env python3
-"""Keystroke -> selection notification at an Amp client and at a Claude
-client, both connected to the same Neovim (agents = { amp, claude }): one
-published selection serves both protocols.
+"""Several attach protocols served from one editor state (issue #13):
 
-    AMP_NVIM=.venv/bin/nvim .venv/bin/python benches/agents_latency.py [samples] [amp-only]
+1. keystroke -> selection notification at each protocol's client, all
+   connected to the same Neovim (one published selection serves them all);
+2. main-thread CPU per cursor move with one client of each protocol
+   connected, against the same Neovim set-up serving Amp alone (one Amp
+   client): the protocols must add nothing on the main thread.
 
-The keystroke is an `nvim_input` RPC notification (one way); each client
-records when its notification arrives. Prints p50/p99 per protocol.
+    AMP_NVIM=.venv/bin/nvim .venv/bin/python benches/agents_latency.py [samples]
+
+The keystroke is an `nvim_input` RPC notification (one way); each client's
+reader (a Python thread) records when its notification arrives. The CPU
+figure is the main thread's own clock (CLOCK_THREAD_CPUTIME_ID read from
+Lua) around 50,000 cursor moves, each followed by CursorMoved; runs of the
+two editors alternate and the median of the per-pair differences is
+printed (a load that changes meanwhile moves both runs of a pair alike).
 """
 
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -24,101 +34,237 @@ from websockets.sync.client import connect
 ROOT = Path(__file__).resolve().parents[1]
 NVIM = os.environ.get("AMP_NVIM", str(ROOT / ".venv" / "bin" / "nvim"))
 
+MOVES = 50_000
+PAIRS = 7
+
+# Main-thread CPU and wall time of `n` cursor moves, each followed by CursorMoved.
+LUA_MOVES = r"""
+local n = ...
+if not amp_bench_thread_cpu_ns then
+  local ffi = require('ffi')
+  pcall(ffi.cdef, [[
+    typedef struct { long tv_sec; long tv_nsec; } amp_bench_timespec;
+    int clock_gettime(int clk_id, amp_bench_timespec *tp);
+  ]])
+  local ts = ffi.new('amp_bench_timespec')
+  function amp_bench_thread_cpu_ns()
+    ffi.C.clock_gettime(3, ts) -- CLOCK_THREAD_CPUTIME_ID
+    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
+  end
+end
+local set, exec = vim.api.nvim_win_set_cursor, vim.api.nvim_exec_autocmds
+local c0 = amp_bench_thread_cpu_ns()
+for i = 1, n do
+  set(0, { (i % 2) + 1, 0 })
+  exec('CursorMoved', {})
+end
+return amp_bench_thread_cpu_ns() - c0
+"""
+
 
 def pct(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def main():
-    samples = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    with_claude = "amp-only" not in sys.argv[2:]
-    tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
-    env = dict(os.environ, HOME=str(tmp / "home"), XDG_DATA_HOME=str(tmp / "data"),
-               XDG_STATE_HOME=str(tmp / "state"), XDG_CONFIG_HOME=str(tmp / "config"))
-    for d in ("home", "data", "state", "config"):
-        (tmp / d).mkdir()
-    f = tmp / "file.txt"
-    f.write_text("".join(f"line {i} with some text\n" for i in range(1000)))
-    sock = str(tmp / "nvim.sock")
-    import subprocess
-    proc = subprocess.Popen([NVIM, "--headless", "--clean", "--listen", sock, "--cmd", f"set rtp^={ROOT}",
-                             "-c", f"lua require('amp').setup({{ agents = {{ amp = true, claude = {str(with_claude).lower()} }} }})", str(f)],
-                            env=env, cwd=str(tmp), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
+class Editor:
+    """A headless Neovim with the plugin, `agents` enabled, and one client
+    of each enabled protocol connected and reading."""
+
+    def __init__(self, agents: dict):
+        self.agents = agents
+        self.tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
+        env = dict(os.environ, HOME=str(self.tmp / "home"), XDG_DATA_HOME=str(self.tmp / "data"),
+                   XDG_STATE_HOME=str(self.tmp / "state"), XDG_CONFIG_HOME=str(self.tmp / "config"),
+                   TMPDIR=str(self.tmp))
+        for d in ("home", "data", "state", "config"):
+            (self.tmp / d).mkdir()
+        f = self.tmp / "file.txt"
+        f.write_text("".join(f"line {i} with some text\n" for i in range(1000)))
+        sock = str(self.tmp / "nvim.sock")
+        spec = ", ".join(f"{k} = {str(v).lower()}" for k, v in agents.items())
+        self.proc = subprocess.Popen(
+            # matchparen's CursorMoved costs ~30 µs a move: off, as in bench.py.
+            [NVIM, "--headless", "--clean", "--listen", sock, "--cmd", "let g:loaded_matchparen = 1",
+             "--cmd", f"set rtp^={ROOT}",
+             "-c", f"lua require('amp').setup({{ agents = {{ {spec} }} }})", str(f)],
+            env=env, cwd=str(self.tmp), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while not os.path.exists(sock):
             time.sleep(0.02)
             assert time.monotonic() < deadline, "nvim did not start"
-        nvim = pynvim.attach("socket", path=sock)
+        self.nvim = pynvim.attach("socket", path=sock)
+        self.status = self._wait_ready(deadline)
+        self.arrivals: dict[str, list] = {}
+        self.sockets = []
+        self.stop = threading.Event()
+        self._connect_amp()
+        if agents.get("claude") and os.environ.get("AMP_BENCH_NO_CLAUDE_CLIENT") != "1":
+            self._connect_claude()
+        if agents.get("gemini"):
+            self._connect_gemini()
+        time.sleep(3.0)  # past the re-sends that follow a connection
+
+    def _wait_ready(self, deadline):
         status = None
         while time.monotonic() < deadline:
-            status = nvim.exec_lua("return require('amp').status()")
-            claude = (status.get("agents") or {}).get("claude") or {}
-            if status.get("lockfile") and os.path.exists(status["lockfile"]) and (not with_claude or (
-                    claude.get("lockfile") and os.path.exists(claude["lockfile"]))):
-                break
+            status = self.nvim.exec_lua("return require('amp').status()")
+            ready = status.get("lockfile") and os.path.exists(status["lockfile"])
+            for name in ("claude", "gemini"):
+                info = (status.get("agents") or {}).get(name) or {}
+                if self.agents.get(name) and not info.get("port"):
+                    ready = False
+            if ready:
+                return status
             time.sleep(0.05)
-        amp_lock = json.loads(Path(status["lockfile"]).read_text())
-        amp = connect(f"ws://127.0.0.1:{status['port']}/?auth={urllib.parse.quote(amp_lock['authToken'])}",
-                      proxy=None, compression=None, legacy=True)
-        arrivals = {"amp": []}
-        readers = [("amp", amp, "selectionDidChange")]
-        if with_claude:
-            claude_lock = json.loads(Path(status["agents"]["claude"]["lockfile"]).read_text())
-            cl = connect(f"ws://127.0.0.1:{status['agents']['claude']['port']}/", proxy=None, compression=None,
-                         subprotocols=["mcp"], legacy=True,
-                         additional_headers={"x-claude-code-ide-authorization": claude_lock["authToken"]})
-            cl.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}))
-            cl.send(json.dumps({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": os.getpid()}}))
-            arrivals["claude"] = []
-            readers.append(("claude", cl, "selection_changed"))
-        stop = threading.Event()
+        raise AssertionError(f"the servers did not start: {status!r}")
 
-        def reader(name, ws, marker):
-            while not stop.is_set():
+    def _reader(self, name, recv, marker):
+        self.arrivals[name] = []
+
+        def run():
+            while not self.stop.is_set():
                 try:
-                    msg = ws.recv(timeout=0.2)
+                    msg = recv()
                 except TimeoutError:
                     continue
                 except Exception:
                     return
-                if marker in msg:
-                    arrivals[name].append((time.perf_counter(), msg))
+                if msg and marker in msg:
+                    self.arrivals[name].append(time.perf_counter())
 
-        threads = [threading.Thread(target=reader, args=r, daemon=True) for r in readers]
-        for t in threads:
-            t.start()
-        time.sleep(3.0)  # past the Claude front-end's re-sends after connect
-        lat = {k: [] for k in arrivals}
+        threading.Thread(target=run, daemon=True).start()
+
+    def _connect_amp(self):
+        lock = json.loads(Path(self.status["lockfile"]).read_text())
+        ws = connect(f"ws://127.0.0.1:{self.status['port']}/?auth={urllib.parse.quote(lock['authToken'])}",
+                     proxy=None, compression=None, legacy=True)
+        self.sockets.append(ws)
+        self._reader("amp", lambda: ws.recv(timeout=0.2), "selectionDidChange")
+
+    def _connect_claude(self):
+        info = self.status["agents"]["claude"]
+        lock = json.loads(Path(info["lockfile"]).read_text())
+        ws = connect(f"ws://127.0.0.1:{info['port']}/", proxy=None, compression=None, subprotocols=["mcp"],
+                     legacy=True, additional_headers={"x-claude-code-ide-authorization": lock["authToken"]})
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                            "params": {"protocolVersion": "2025-11-25"}}))
+        ws.send(json.dumps({"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": os.getpid()}}))
+        self.sockets.append(ws)
+        self._reader("claude", lambda: ws.recv(timeout=0.2), "selection_changed")
+
+    def _connect_gemini(self):
+        # Gemini CLI: MCP over streamable HTTP; notifications come on the
+        # GET /mcp event stream (its discovery file has port and token).
+        import http.client
+        info = self.status["agents"]["gemini"]
+        discovery = json.loads(Path(info["discovery_file"]).read_text())
+        token = discovery.get("authToken")
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        post = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=5)
+        post.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}),
+            headers)
+        resp = post.getresponse()
+        session = resp.getheader("mcp-session-id")
+        resp.read()
+        stream = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=0.2)
+        get_headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+        if session:
+            get_headers["mcp-session-id"] = session
+        stream.request("GET", "/mcp", headers=get_headers)
+        events = stream.getresponse()
+
+        def recv():
+            try:
+                return events.readline().decode("utf-8", "replace")
+            except OSError:
+                raise TimeoutError from None
+
+        self._reader("gemini", recv, "ide/contextUpdate")
+
+    def moves_cpu_us(self, n: int) -> float:
+        return self.nvim.exec_lua(LUA_MOVES, n) / 1e3 / n
+
+    def latency(self, samples: int) -> dict[str, list[float]]:
+        lat = {k: [] for k in self.arrivals}
         for i in range(samples):
             key = "j" if i % 2 == 0 else "k"
-            counts = {k: len(v) for k, v in arrivals.items()}
+            counts = {k: len(v) for k, v in self.arrivals.items()}
             t0 = time.perf_counter()
-            nvim.request("nvim_input", key, async_=True)
+            self.nvim.request("nvim_input", key, async_=True)
             end = time.monotonic() + 2
-            while time.monotonic() < end and any(len(arrivals[k]) <= counts[k] for k in arrivals):
+            while time.monotonic() < end and any(len(self.arrivals[k]) <= counts[k] for k in self.arrivals):
                 time.sleep(0.0001)
             for k in lat:
-                if len(arrivals[k]) > counts[k]:
-                    lat[k].append(arrivals[k][counts[k]][0] - t0)
+                if len(self.arrivals[k]) > counts[k]:
+                    lat[k].append(self.arrivals[k][counts[k]] - t0)
             time.sleep(0.02)
-        stop.set()
-        for k, v in lat.items():
-            print(f"{k}: keystroke -> selection notification p50 {pct(v, 50) * 1000:.2f} ms, "
-                  f"p99 {pct(v, 99) * 1000:.2f} ms (n={len(v)})")
-        for _, ws, _ in readers:
-            ws.close()
+        return lat
+
+    def close(self):
+        self.stop.set()
+        for ws in self.sockets:
+            try:
+                ws.close()
+            except Exception:
+                pass
         try:
-            nvim.command("qa!")
+            self.nvim.command("qa!")
         except Exception:
             pass  # the connection ends with Neovim
-    finally:
         try:
-            proc.wait(timeout=5)
+            self.proc.wait(timeout=5)
         except Exception:
-            proc.kill()
+            self.proc.kill()
+
+
+def main():
+    samples = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    gemini = os.environ.get("AMP_BENCH_GEMINI", "1") != "0"
+    every = {"amp": True, "claude": True}
+    if gemini:
+        every["gemini"] = True
+    if os.environ.get("AMP_BENCH_SAME") == "1":  # noise check: the same set-up twice
+        every = {"amp": True}
+    amp_only = Editor({"amp": True})
+    try:
+        all_of_them = Editor(every)
+    except Exception:
+        amp_only.close()
+        raise
+    try:
+        for ed in (amp_only, all_of_them):
+            # bench.py's two-line file: the moves alternate between its lines.
+            moves = ed.tmp / "moves.txt"
+            moves.write_text("first line é→😀\nsecond line\n", encoding="utf-8")
+            ed.nvim.command("edit " + str(moves))
+            ed.moves_cpu_us(MOVES // 5)  # warm-up
+        pairs = []
+        for _ in range(PAIRS):
+            a = amp_only.moves_cpu_us(MOVES)
+            b = all_of_them.moves_cpu_us(MOVES)
+            pairs.append((a, b))
+            time.sleep(0.02)
+        a_med = statistics.median(a for a, _ in pairs)
+        b_med = statistics.median(b for _, b in pairs)
+        diff = statistics.median(b - a for a, b in pairs)
+        names = ", ".join(k for k in every)
+        print(f"main-thread CPU per cursor move: Amp only (1 client) {a_med:.2f} µs; {names} (one client each) "
+              f"{b_med:.2f} µs; difference {diff:+.2f} µs (median of {PAIRS} pairs of {MOVES} moves)")
+        for ed in (amp_only, all_of_them):
+            ed.nvim.command("edit " + str(ed.tmp / "file.txt"))
+        for name, values in all_of_them.latency(samples).items():
+            print(f"{name}: keystroke -> selection notification p50 {pct(values, 50) * 1000:.2f} ms, "
+                  f"p99 {pct(values, 99) * 1000:.2f} ms (n={len(values)})")
+        for name, values in amp_only.latency(samples).items():
+            print(f"{name} (Amp only): keystroke -> selection notification p50 {pct(values, 50) * 1000:.2f} ms, "
+                  f"p99 {pct(values, 99) * 1000:.2f} ms (n={len(values)})")
+    finally:
+        amp_only.close()
+        all_of_them.close()
 
 
 if __name__ == "__main__":

@@ -107,6 +107,11 @@ pub struct Shared {
     /// The latest selection and visible files; each client's pusher sends
     /// the newest state only, so a slow client skips states, never queues them.
     pub selection: watch::Sender<Option<Arc<PublishedSelection>>>,
+    /// The newest selection that was not just a cursor (Claude's
+    /// `getLatestSelection`). Kept here by the publisher: a task that
+    /// watched `selection` for it would be woken by every cursor move, a
+    /// cross-thread wake-up (~1 µs) on the main thread each time.
+    pub latest_range: std::sync::Mutex<Option<Arc<PublishedSelection>>>,
     pub visible_files: watch::Sender<Option<Arc<PublishedVisibleFiles>>>,
     /// The names of the loaded buffers, kept by the editor's buffer events
     /// (`None` until first told): a `readFile` of a file no buffer has loaded
@@ -145,6 +150,7 @@ impl Shared {
             stopped: CancellationToken::new(),
             tasks: TaskTracker::new(),
             selection: watch::Sender::new(None),
+            latest_range: std::sync::Mutex::new(None),
             visible_files: watch::Sender::new(None),
             loaded_buffers: LoadedBuffers::default(),
             file_watch: FileWatch::default(),
@@ -335,7 +341,11 @@ impl Shared {
             if current.as_ref().is_some_and(|c| c.raw == selection) {
                 return false;
             }
-            *current = Some(Arc::new(PublishedSelection::new(selection)));
+            let published = Arc::new(PublishedSelection::new(selection));
+            if !published.raw.cursor_only {
+                *self.latest_range.lock().unwrap_or_else(|p| p.into_inner()) = Some(published.clone());
+            }
+            *current = Some(published);
             true
         });
     }

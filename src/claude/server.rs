@@ -42,8 +42,6 @@ pub struct ClaudeServer {
     pub lock_dir: PathBuf,
     clients: Mutex<HashMap<u64, mpsc::Sender<String>>>,
     next_client_id: AtomicU64,
-    /// The newest selection that was not just a cursor (`getLatestSelection`).
-    latest: Mutex<Option<Arc<PublishedSelection>>>,
     lock_writes: tokio::sync::Mutex<()>,
 }
 
@@ -56,7 +54,6 @@ impl ClaudeServer {
             lock_dir,
             clients: Mutex::new(HashMap::new()),
             next_client_id: AtomicU64::new(1),
-            latest: Mutex::new(None),
             lock_writes: tokio::sync::Mutex::new(()),
         }
     }
@@ -107,24 +104,7 @@ impl ClaudeServer {
     }
 
     fn latest_selection(&self) -> Option<RawSelection> {
-        self.latest.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.raw.clone())
-    }
-}
-
-/// Keeps the newest real selection for `getLatestSelection`, until shutdown.
-pub async fn track_latest(server: Arc<ClaudeServer>) {
-    let mut selection = server.core.selection.subscribe();
-    loop {
-        tokio::select! {
-            changed = selection.changed() => {
-                if changed.is_err() { return; }
-                let state = selection.borrow_and_update().clone();
-                if let Some(state) = state.filter(|s| !s.raw.cursor_only) {
-                    *server.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
-                }
-            }
-            () = server.core.closing.cancelled() => return,
-        }
+        self.core.latest_range.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.raw.clone())
     }
 }
 

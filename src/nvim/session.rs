@@ -129,7 +129,6 @@ fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     shared.spawn(crate::claude::server::accept_loop(listener, server.clone()));
-    shared.spawn(crate::claude::server::track_latest(server.clone()));
     let announce = server.clone();
     shared.spawn(async move {
         match announce.write_lockfile(true).await {
