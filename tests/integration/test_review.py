@@ -292,3 +292,27 @@ def test_a_proposal_for_a_buffer_with_unsaved_changes_says_so_and_loses_nothing(
     assert result["success"] is True, result
     # The user's unsaved line went through the review and is on disk now.
     assert path.read_text() == "ONE\ntwo (unsaved)\n"
+
+
+def test_edits_through_the_server_count_as_unreviewed_changes(nvim_factory):
+    ed = nvim_factory()
+    path = ed.env.workspace / "e.txt"
+    path.write_text("before\n")
+    c = ed.connect()
+    assert c.call("editFile", {"path": str(path), "fullContent": "after\n"})["success"] is True
+    wait_for(lambda: ed.lua("return require('amp.review').count()") == 1, 5, "the edit to be counted")
+    ed.nvim.command("Amp review")
+    wait_for(lambda: tabs(ed) == 2, 5, "the review tab")
+    left = ed.lua("""
+        for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+          local buf = vim.api.nvim_win_get_buf(win)
+          if vim.api.nvim_buf_get_name(buf):find('(before the change)', 1, true) then
+            return vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+          end
+        end""")
+    assert left == ["before"]
+    ed.nvim.command("normal gR")
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to end")
+    assert path.read_text() == "before\n"
+    # The agent's next read sees the reverted text.
+    assert c.call("readFile", {"path": str(path)})["content"] == "before\n"
