@@ -496,3 +496,35 @@ def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nv
     assert ed.buf_lines(f) == ["a = 1", "b = 20  # unsaved"]
     assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is True
     c.close()
+
+
+def test_open_diff_of_a_new_file_shows_an_empty_left_side_and_leaves_no_buffer(nvim_factory, amp_env):
+    f = amp_env.workspace / "new_module.py"
+    ed = nvim_factory(**SETUP)
+    _, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    c.next_id += 1
+    rid = c.next_id
+    c.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
+        "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
+                                          "new_file_contents": "print('hi')\n", "tab_name": "new file"}}}))
+    sides = wait_for(lambda: ed.lua("""
+        local out = {}
+        for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+          local buf = vim.api.nvim_win_get_buf(win)
+          out[vim.api.nvim_buf_get_name(buf):match('%(([^)]*)%)$') or '?'] = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+        end
+        return vim.tbl_count(out) == 2 and out or false"""), 10, "the review of a new file")
+    assert sides == {"as it is": [""], "proposed by Claude": ["print('hi')"]}, sides
+    ed.nvim.command("quit")
+    deadline = time.monotonic() + 10
+    while True:
+        reply = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        if reply.get("id") == rid:
+            break
+    assert reply["result"]["content"][0]["text"] == "DIFF_REJECTED"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert ed.lua("return vim.fn.bufnr(...)", str(f)) == -1, "no buffer was made for the file"
+    assert not f.exists()
+    c.close()
