@@ -137,7 +137,9 @@ function H.start(agent, config, old)
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: `%s` is not on PATH; set terminal.cmd.%s"):format(cmd[1], agent))
   end
-  H.warn_unattached(agent)
+  if not H.warn_unattached(agent) and agent == "amp" then
+    H.warn_shared_folder()
+  end
   local buf = vim.api.nvim_create_buf(false, true)
   local old_win = old and vim.api.nvim_buf_is_valid(old.buf) and H.window_of(old.buf)
   if old_win then
@@ -265,13 +267,67 @@ function H.warn_unattached(agent)
   local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" })[agent]
   local front = agents[served]
   if type(front) == "table" and front.enabled ~= false and front.port then
-    return
+    return false
   end
   local why = status.running and ("this Neovim serves no %s protocol"):format(served) or "the server is not running"
   require("amp.notify").notify(
     ("amp: %s starts unattached: %s (see :help amp-terminal)"):format(agent, why),
     vim.log.levels.WARN
   )
+  return true
+end
+
+-- The Amp CLI connects by itself only when one live editor's lockfile has
+-- its directory (no variable names the editor): when another has this
+-- workspace too, say so, and how to pick this one.
+function H.warn_shared_folder()
+  local status = require("amp").status()
+  local own = type(status.lockfile) == "string" and status.lockfile or nil
+  if not own then
+    return
+  end
+  local cwd = vim.uv.fs_realpath(vim.fn.getcwd()) or vim.fn.getcwd()
+  local others = 0
+  for name, kind in vim.fs.dir(vim.fs.dirname(own)) do
+    local path = vim.fs.joinpath(vim.fs.dirname(own), name)
+    if kind == "file" and name:match("^%d+%.json$") and path ~= own then
+      local lock = H.read_json(path)
+      local pid = lock and tonumber(lock.pid)
+      if pid and pid ~= vim.fn.getpid() and vim.uv.kill(pid, 0) == 0 and H.has_folder(lock, cwd) then
+        others = others + 1
+      end
+    end
+  end
+  if others > 0 then
+    local who = others == 1 and "another editor serves" or ("%d other editors serve"):format(others)
+    require("amp.notify").notify(
+      ("amp: %s this folder too: amp will not connect by itself (:help amp-terminal-amp)"):format(who),
+      vim.log.levels.WARN
+    )
+  end
+end
+
+function H.read_json(path)
+  local fd = io.open(path, "rb")
+  if not fd then
+    return nil
+  end
+  local text = fd:read("*a")
+  fd:close()
+  local ok, value = pcall(vim.json.decode, text)
+  return ok and type(value) == "table" and value or nil
+end
+
+function H.has_folder(lock, cwd)
+  if type(lock.workspaceFolders) ~= "table" then
+    return false
+  end
+  for _, folder in ipairs(lock.workspaceFolders) do
+    if type(folder) == "string" and (vim.uv.fs_realpath(folder) or folder) == cwd then
+      return true
+    end
+  end
+  return false
 end
 
 function H.fail(msg)

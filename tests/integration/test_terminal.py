@@ -178,6 +178,27 @@ def test_the_environment_function_follows_a_gemini_status(nvim_factory):
     assert ed.lua("return require('amp.core').agent_env({ running = false, agents = { gemini = { port = 1 } } })") in ({}, [])
 
 
+def test_opening_amp_says_when_another_editor_serves_the_folder(nvim_factory, tmp_path):
+    """The Amp CLI connects by itself only when one live lockfile has its
+    directory: with a second Neovim in the same folder, :Amp open amp says
+    so in one line; a lockfile of a dead editor does not count."""
+    cmd, out = recording_agent(tmp_path)
+    ed = nvim_factory(terminal={"cmd": {"amp": [str(cmd)]}}, _extra_env=NO_CI)
+    record_notes(ed)
+    dead = ed.env.lockfile_dir / "1.json"
+    dead.write_text('{"port": 1, "authToken": "x", "pid": 999999999, "ideName": "Neovim", '
+                    f'"workspaceFolders": ["{ed.cwd}"]}}')
+    ed.nvim.command("Amp open amp")
+    assert notes(ed) == []
+    ed.nvim.command("Amp open amp")  # hide
+    ed.lua("vim.fn.jobstop(require('amp.terminal').get('amp').job)")
+    wait_for(lambda: ed.lua("return require('amp.terminal').get('amp') == nil"), 5, "the job to end")
+    nvim_factory(_extra_env=NO_CI)  # another Neovim, same workspace
+    ed.nvim.command("Amp open amp")
+    assert notes(ed) == ["amp: another editor serves this folder too: amp will not connect by itself "
+                         "(:help amp-terminal-amp)"], notes(ed)
+
+
 # ---------------------------------------------------------------- toggle, position, completion
 
 
