@@ -403,13 +403,18 @@ def screen(ed, buf: int) -> list[str]:
     return ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf)
 
 
-def prompt_box(lines: list[str]) -> str:
-    """The text inside the CLI's prompt box (the last box drawn with ╭ ╰)."""
+def prompt_lines(lines: list[str]) -> list[str]:
+    """The lines inside the CLI's prompt box (the last box drawn with ╭ ╰)."""
     top = max((i for i, l in enumerate(lines) if "╭" in l), default=None)
     bottom = max((i for i, l in enumerate(lines) if "╰" in l), default=None)
     if top is None or bottom is None or bottom <= top:
-        return ""
-    return " ".join(l.strip().strip("│").strip() for l in lines[top + 1:bottom]).strip()
+        return []
+    return [l.strip().strip("│").strip() for l in lines[top + 1:bottom]]
+
+
+def prompt_box(lines: list[str]) -> str:
+    """The text inside the CLI's prompt box, on one line."""
+    return " ".join(prompt_lines(lines)).strip()
 
 
 def test_the_real_amp_cli_gets_prompt_ref_and_send_through_its_terminal(nvim_factory, recording_service):
@@ -431,7 +436,7 @@ def test_the_real_amp_cli_gets_prompt_ref_and_send_through_its_terminal(nvim_fac
              40, "the CLI to draw its prompt")
     # It found this Neovim through the lockfile and connected.
     wait_for(lambda: ed.lua("return require('amp').status().clients") == 1, 20, "the CLI to connect")
-    assert prompt_box(screen(ed, buf)) == ""
+    assert prompt_lines(screen(ed, buf)) and prompt_box(screen(ed, buf)) == ""
 
     ed.nvim.command("Amp prompt some text for the agent")
     wait_for(lambda: prompt_box(screen(ed, buf)) == "some text for the agent", 10,
@@ -440,10 +445,15 @@ def test_the_real_amp_cli_gets_prompt_ref_and_send_through_its_terminal(nvim_fac
     ed.nvim.command("2Amp ref")
     wait_for(lambda: prompt_box(screen(ed, buf)) == "some text for the agent@notes.txt#L2", 10,
              "the reference in the CLI's prompt")
+    # lines of a range: pasted as lines (the CLI's prompt grows a line)
+    ed.nvim.command("1,2Amp prompt")
+    wait_for(lambda: prompt_lines(screen(ed, buf))[:2] == ["some text for the agent@notes.txt#L2 alpha", "beta"],
+             10, "the range's lines in the CLI's prompt")
 
     before = len(seen)
     ed.nvim.command("Amp send and submit it")
     # Submitted: the prompt is empty again and the CLI asks the service for a thread.
-    wait_for(lambda: prompt_box(screen(ed, buf)) == "", 15, "the prompt to be submitted")
+    wait_for(lambda: prompt_lines(screen(ed, buf)) and prompt_box(screen(ed, buf)) == "", 15,
+             "the prompt to be submitted")
     wait_for(lambda: ("POST", "/api/thread-actors") in seen[before:], 15,
              "the CLI's request for a thread for the submitted message")
