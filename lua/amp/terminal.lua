@@ -162,7 +162,7 @@ function H.start(agent, config, old)
   if next(env) then -- (an empty table is refused: E475)
     opts.env = env
   end
-  local ok, job = pcall(H.jobstart, cmd, opts)
+  local ok, job = pcall(require("amp.compat").term_start, cmd, opts)
   if not ok or type(job) ~= "number" or job <= 0 then
     pcall(vim.api.nvim_buf_delete, buf, { force = true })
     return H.fail(("amp: could not start %s: %s"):format(cmd[1], ok and tostring(job) or job))
@@ -180,16 +180,6 @@ function H.start(agent, config, old)
   })
   vim.cmd.startinsert()
   return true, nil
-end
-
--- Starts `cmd` as a terminal job in the current buffer.
-function H.jobstart(cmd, opts)
-  if vim.fn.has("nvim-0.11") == 1 then
-    opts.term = true
-    return vim.fn.jobstart(cmd, opts)
-  end
-  -- compat: Neovim 0.10 has no jobstart({ term = true }).
-  return vim.fn.termopen(cmd, opts)
 end
 
 function H.show(term, config)
