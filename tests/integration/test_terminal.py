@@ -7,7 +7,9 @@ reach the real Amp CLI's prompt.
 The environment checks run a small shell script as the agent's command (a
 real process that writes down its environment and directory); the delivery
 checks run the real `amp` (tests/fixtures/amp-cli) in the terminal, pointed
-at the offline stand-in for the Amp service, as test_cli.py does.
+at the offline stand-in for the Amp service, as test_cli.py does, and the
+real Claude Code (tests/fixtures/agents) with a local Messages API, as
+test_claude.py does.
 """
 from __future__ import annotations
 
@@ -457,3 +459,34 @@ def test_the_real_amp_cli_gets_prompt_ref_and_send_through_its_terminal(nvim_fac
              "the prompt to be submitted")
     wait_for(lambda: ("POST", "/api/thread-actors") in seen[before:], 15,
              "the CLI's request for a thread for the submitted message")
+
+
+def test_the_real_claude_in_its_terminal_attaches_and_gets_send(nvim_factory, amp_env):
+    """`:Amp open claude` runs the real Claude Code (offline: a local stand-in
+    for the Messages API) with the port variables: it connects to this
+    Neovim's Claude server by itself, and :Amp send typed into its terminal
+    is submitted to the model."""
+    import agents_helpers as ah
+    if not ah.CLAUDE.is_file():
+        pytest.fail(f"Claude Code is not installed: npm ci --prefix {ah.AGENTS.parent}")
+    mock = ah.AnthropicMock([[{"type": "text", "text": "noted"}]])
+    try:
+        env = ah.claude_home(amp_env.home, amp_env.workspace)
+        env.update(NO_CI, ANTHROPIC_BASE_URL=mock.url, CLAUDE_CODE_SSE_PORT=None, ENABLE_IDE_INTEGRATION=None)
+        ed = nvim_factory(agents={"amp": True, "claude": True}, terminal={"cmd": {"claude": [str(ah.CLAUDE)]}},
+                          _extra_env=env)
+        ed.nvim.command("set columns=150 lines=40")
+        ed.nvim.command("Amp open claude")
+        buf = terminal_state(ed, "claude")["buf"]
+        wait_for(lambda: ed.lua("return require('amp').status().agents.claude.clients") == 1, 60,
+                 "the real claude to connect to this Neovim")
+        wait_for(lambda: any(l.startswith("❯") for l in screen(ed, buf)), 60, "Claude's prompt")
+        time.sleep(1)
+        ed.nvim.command("Amp send hello from the neovim terminal")
+        try:
+            mock.wait_for(lambda rs: [r for r in rs if r.get("tools")
+                                      and "hello from the neovim terminal" in ah.request_text(r)], 60)
+        except AssertionError:
+            raise AssertionError("the message did not reach the model; screen:\n" + "\n".join(screen(ed, buf)))
+    finally:
+        mock.close()
