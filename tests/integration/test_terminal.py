@@ -465,7 +465,7 @@ def test_the_real_claude_in_its_terminal_attaches_and_gets_send(nvim_factory, am
     """`:Amp open claude` runs the real Claude Code (offline: a local stand-in
     for the Messages API) with the port variables: it connects to this
     Neovim's Claude server by itself, and :Amp send typed into its terminal
-    is submitted to the model."""
+    is submitted to the model; :Amp ref goes as at_mentioned."""
     import agents_helpers as ah
     if not ah.CLAUDE.is_file():
         pytest.fail(f"Claude Code is not installed: npm ci --prefix {ah.AGENTS.parent}")
@@ -482,6 +482,19 @@ def test_the_real_claude_in_its_terminal_attaches_and_gets_send(nvim_factory, am
                  "the real claude to connect to this Neovim")
         wait_for(lambda: any(l.startswith("❯") for l in screen(ed, buf)), 60, "Claude's prompt")
         time.sleep(1)
+        src = amp_env.workspace / "notes.txt"
+        src.write_text("alpha\nbeta\n")
+        ed.nvim.command("wincmd p")
+        ed.edit(src)
+        # ref: Claude is connected, so it gets at_mentioned (and shows the
+        # reference in its prompt itself); nothing is typed besides.
+        ed.nvim.command("2Amp ref")
+
+        def prompt():
+            return next((l for l in screen(ed, buf) if l.startswith("❯")), "")
+        wait_for(lambda: "@notes.txt#L2" in prompt(), 20, "the reference in Claude's prompt")
+        time.sleep(0.5)
+        assert prompt().count("notes.txt#L2") == 1, prompt()
         ed.nvim.command("Amp send hello from the neovim terminal")
         try:
             mock.wait_for(lambda rs: [r for r in rs if r.get("tools")
