@@ -247,6 +247,18 @@ M.register("ref", {
       H.error(err)
       return
     end
+    -- An agent's terminal (:Amp open) gets the reference typed into its
+    -- prompt; Claude Code / OpenCode connected to this Neovim take an
+    -- at_mentioned instead (they show the reference themselves).
+    local terminal = package.loaded["amp.terminal"]
+    local term = terminal and terminal.target()
+    if term then
+      local claude_like = term.agent == "claude" or term.agent == "opencode"
+      if not (claude_like and H.claude_mention(args) > 0) then
+        terminal.paste(term, ref .. " ", false)
+      end
+      return
+    end
     -- Claude Code / OpenCode clients get an at_mentioned (0-based lines, end inclusive).
     local reached = H.claude_mention(args)
     local status = require("amp").status()
@@ -265,6 +277,20 @@ M.register("buffer", {
       return
     end
     require("amp.message").send_to_prompt(text)
+  end,
+})
+
+M.register("open", {
+  desc = "open (or hide, or show again) an agent's CLI in a terminal attached to this Neovim",
+  complete = function(arglead)
+    return H.filter(require("amp.terminal").available(), arglead)
+  end,
+  run = function(args)
+    if #args.fargs > 1 then
+      H.error("amp: usage: :Amp open [amp|claude|gemini|opencode]")
+      return
+    end
+    require("amp.terminal").toggle(args.fargs[1])
   end,
 })
 

@@ -58,6 +58,19 @@ function M.notify(msg, level)
   vim.notify(msg, level, { title = "amp" })
 end
 
+--- Start `cmd` as a terminal job in the current buffer (which must be an
+--- empty, unmodified one): jobstart({ term = true }) on 0.11+, termopen()
+--- on 0.10, which has no `term` option (and 0.12 deprecates termopen()).
+---@param cmd string[]
+---@param opts table jobstart() options
+---@return integer job
+function M.term_start(cmd, opts)
+  if fn.has("nvim-0.11") == 1 then
+    return fn.jobstart(cmd, vim.tbl_extend("force", opts, { term = true }))
+  end
+  return fn.termopen(cmd, opts)
+end
+
 M.has_getregionpos = fn.exists("*getregionpos") == 1
 
 --- Byte length of the character at byte `col` (0-based) of `line`,

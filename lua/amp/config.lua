@@ -18,6 +18,12 @@ local H = {}
 ---@field handshake_timeout_ms integer a handshake not finished by then is dropped
 ---@field max_inflight_bytes integer bytes of requests in flight, all clients together
 
+---@class amp.TerminalConfig
+---@field default "amp"|"claude"|"gemini"|"opencode" the agent of `:Amp open` without an argument
+---@field position "right"|"left"|"bottom"|"top"|"float" where the terminal window opens
+---@field size number the window's width (right/left) or height (bottom/top): a fraction of the editor below 1, else columns/lines; a float's both
+---@field cmd table<string, string[]> the command of each agent
+
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
 ---@field agents { amp: boolean, claude: boolean } the attach protocols served
@@ -31,6 +37,7 @@ local H = {}
 ---@field install { url?: string }
 ---@field notify { connections: boolean }
 ---@field review { edit_file: boolean, timeout_ms: integer, keys: table<string, string|false> }
+---@field terminal amp.TerminalConfig
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 ---@type amp.Config
@@ -109,6 +116,22 @@ M.defaults = {
     -- between hunks as in any diff.
     keys = { accept_hunk = "ga", reject_hunk = "gr", accept_all = "gA", reject_all = "gR" },
   },
+  terminal = {
+    -- The agent `:Amp open` starts without an argument.
+    default = "amp",
+    -- Where its window opens: "right", "left", "bottom", "top" or "float".
+    position = "right",
+    -- Width (right/left) or height (bottom/top) of the window: below 1 a
+    -- fraction of the editor's, else columns or lines. A float: both.
+    size = 0.4,
+    -- The command of each agent, as a list (program, then arguments).
+    cmd = {
+      amp = { "amp" },
+      claude = { "claude" },
+      gemini = { "gemini" },
+      opencode = { "opencode" },
+    },
+  },
   install = {
     -- Where `:Amp install` downloads release files from ("{version}" is
     -- replaced); nil: the GitHub releases of the repository the plugin was
@@ -136,6 +159,9 @@ M.defaults = {
 }
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
+-- The agents `:Amp open` knows, and where their terminal may open.
+M.terminal_agents = { "amp", "claude", "gemini", "opencode" }
+M.terminal_positions = { "right", "left", "bottom", "top", "float" }
 
 --- Merge `user` over the defaults and validate the result.
 ---@param user? table
@@ -149,7 +175,18 @@ function M.resolve(user)
   end
   user = user or {}
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
-  for _, key in ipairs({ "agents", "server", "selection", "watch", "edits", "install", "notify", "review", "openctx" }) do
+  for _, key in ipairs({
+    "agents",
+    "server",
+    "selection",
+    "watch",
+    "edits",
+    "install",
+    "notify",
+    "review",
+    "openctx",
+    "terminal",
+  }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
     end
@@ -167,6 +204,16 @@ function M.resolve(user)
     if user.server and user.server[key] ~= nil then
       config.server[key] = vim.deepcopy(user.server[key])
     end
+  end
+  local user_cmd = nil
+  if type(user.terminal) == "table" then
+    user_cmd = user.terminal.cmd
+  end
+  if user_cmd ~= nil and type(user_cmd) ~= "table" then
+    return nil, ("amp: setup: terminal.cmd must be a table, got %s"):format(H.show(user_cmd))
+  end
+  for agent, cmd in pairs(user_cmd or {}) do
+    config.terminal.cmd[agent] = vim.deepcopy(cmd)
   end
   local ok, err = M.validate(config)
   if not ok then
@@ -263,6 +310,23 @@ function M.validate(config)
     { "review.keys", config.review.keys, H.is_key_map, "a table of key names to keys (strings) or false" },
     { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
+    {
+      "terminal.default",
+      config.terminal.default,
+      H.one_of(M.terminal_agents),
+      "one of " .. table.concat(M.terminal_agents, "|"),
+    },
+    {
+      "terminal.position",
+      config.terminal.position,
+      H.one_of(M.terminal_positions),
+      "one of " .. table.concat(M.terminal_positions, "|"),
+    },
+    { "terminal.size", config.terminal.size, H.is_positive_number, "a positive number", 0, 10000 },
+    { "terminal.cmd.amp", config.terminal.cmd.amp, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.claude", config.terminal.cmd.claude, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {
       "openctx.providers",
@@ -369,6 +433,21 @@ function H.is_key_map(value)
     end
   end
   return true
+end
+
+function H.one_of(values)
+  return function(value)
+    return vim.list_contains(values, value)
+  end
+end
+
+function H.is_positive_number(value)
+  return type(value) == "number" and value > 0 and value < math.huge
+end
+
+-- A command: { program, args... }, every item a string, the program not empty.
+function H.is_command(value)
+  return H.is_string_list(value) and #value > 0 and value[1] ~= ""
 end
 
 function H.is_boolean(value)

@@ -76,6 +76,7 @@ function M.stop()
     return true, nil -- the library never loaded, so no server can be running
   end
   H.detach_features()
+  H.clear_agent_env()
   local _, err = native.call("stop")
   H.server_opts = nil
   if err then
@@ -162,22 +163,84 @@ function H.start(how)
   return true, result.port
 end
 
---- Terminals Neovim starts find this Neovim's Claude server by its port
---- (Claude Code and OpenCode read CLAUDE_CODE_SSE_PORT; loopback must not go
---- through an http proxy).
-function H.agent_env()
-  local claude = (M.status().agents or {}).claude
-  if not (claude and claude.enabled and claude.port) then
-    return
+--- The environment that attaches an agent started from this Neovim to it:
+--- Claude Code and OpenCode read CLAUDE_CODE_SSE_PORT (OpenCode also
+--- OPENCODE_EDITOR_SSE_PORT), Gemini CLI GEMINI_CLI_IDE_SERVER_PORT and
+--- GEMINI_CLI_IDE_WORKSPACE_PATH (when the server runs a Gemini front-end,
+--- `status().agents.gemini`); loopback must not go through an http proxy.
+--- Empty when the server is not running. `status` defaults to M.status().
+---@param status? table
+---@return table<string, string>
+function M.agent_env(status)
+  status = status or M.status()
+  local env = {}
+  local agents = status.running and type(status.agents) == "table" and status.agents or {}
+  local claude = agents.claude
+  if type(claude) == "table" and claude.enabled ~= false and tonumber(claude.port) then
+    env.CLAUDE_CODE_SSE_PORT = tostring(claude.port)
+    env.OPENCODE_EDITOR_SSE_PORT = tostring(claude.port)
+    env.ENABLE_IDE_INTEGRATION = "true"
   end
-  vim.env.CLAUDE_CODE_SSE_PORT = tostring(claude.port)
-  vim.env.ENABLE_IDE_INTEGRATION = "true"
-  for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
-    local current = vim.env[name]
-    if not (current and current:find("127.0.0.1", 1, true)) then
-      vim.env[name] = (current and current ~= "" and (current .. ",") or "") .. "127.0.0.1,localhost"
+  local gemini = agents.gemini
+  if type(gemini) == "table" and gemini.enabled ~= false and tonumber(gemini.port) then
+    env.GEMINI_CLI_IDE_SERVER_PORT = tostring(gemini.port)
+    local folders = gemini.workspace_folders or status.workspace_folders
+    if type(gemini.workspace_path) == "string" then
+      env.GEMINI_CLI_IDE_WORKSPACE_PATH = gemini.workspace_path
+    elseif type(folders) == "table" and folders[1] then
+      env.GEMINI_CLI_IDE_WORKSPACE_PATH = table.concat(folders, ":")
+    else
+      env.GEMINI_CLI_IDE_WORKSPACE_PATH = vim.fn.getcwd()
     end
   end
+  if next(env) then
+    for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
+      -- The value before this plugin added to it (H.env_saved), so a
+      -- restart does not add the loopback names twice.
+      local current = H.env_before(name)
+      if current and current:find("127.0.0.1", 1, true) then
+        env[name] = current
+      else
+        env[name] = (current and current ~= "" and (current .. ",") or "") .. "127.0.0.1,localhost"
+      end
+    end
+  end
+  return env
+end
+
+-- Variables this plugin set in Neovim's environment: name -> { before = value
+-- or nil, set = the value set }.
+H.env_saved = {}
+
+function H.env_before(name)
+  local saved = H.env_saved[name]
+  if saved then
+    return saved.before
+  end
+  return vim.env[name]
+end
+
+--- Terminals Neovim starts (`:terminal`, jobs) attach to this Neovim: the
+--- agent variables go into Neovim's own environment while the server runs,
+--- with the current ports; H.clear_agent_env() takes them out again.
+function H.agent_env()
+  local env = M.agent_env()
+  H.clear_agent_env()
+  for name, value in pairs(env) do
+    H.env_saved[name] = { before = vim.env[name], set = value }
+    vim.env[name] = value
+  end
+end
+
+--- Undo H.agent_env(): each variable gets its value from before, unless
+--- someone changed it since (then it is theirs).
+function H.clear_agent_env()
+  for name, saved in pairs(H.env_saved) do
+    if vim.env[name] == saved.set then
+      vim.env[name] = saved.before
+    end
+  end
+  H.env_saved = {}
 end
 
 --- The options given to native `start` (see docs/architecture.md).

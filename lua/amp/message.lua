@@ -2,6 +2,11 @@
 ---
 ---   require("amp.message").send_message("explain this file")   -- userSentMessage
 ---   require("amp.message").send_to_prompt("@src/main.rs#L10")  -- appendToPrompt
+---
+--- When an agent runs in a terminal started by `:Amp open` (lua/amp/terminal.lua),
+--- the text is typed into that terminal instead (bracketed paste, and Enter
+--- for send_message): the shipping Amp CLI ignores both notifications, and
+--- other agents' protocols have none. See `:help amp-terminal`.
 local M = {}
 local H = {}
 
@@ -11,6 +16,10 @@ local H = {}
 ---@return boolean ok true when an agent got it now
 ---@return string|nil reason why it was not sent now
 function M.send_message(message)
+  local routed, ok, err = H.to_terminal(message, true)
+  if routed then
+    return ok, err
+  end
   return H.broadcast("userSentMessage", message)
 end
 
@@ -19,7 +28,25 @@ end
 ---@return boolean ok
 ---@return string|nil reason why nothing was sent
 function M.send_to_prompt(message)
+  local routed, ok, err = H.to_terminal(message, false)
+  if routed then
+    return ok, err
+  end
   return H.broadcast("appendToPrompt", message)
+end
+
+-- The terminal path: true (and the result) when an agent's terminal runs.
+function H.to_terminal(message, submit)
+  if type(message) ~= "string" or message == "" then
+    return false
+  end
+  -- Only loaded once :Amp open ran: no terminal runs before.
+  local terminal = package.loaded["amp.terminal"]
+  local term = terminal and terminal.target()
+  if not term then
+    return false
+  end
+  return true, terminal.paste(term, message, submit)
 end
 
 function H.broadcast(name, message)

@@ -42,6 +42,12 @@ DEFAULTS = {
     "watch": {"enabled": True, "debounce_ms": 20},
     "edits": {"write_autocmds": "post", "max_file_bytes": 32 * 1024 * 1024},
     "install": [],
+    "terminal": {
+        "default": "amp",
+        "position": "right",
+        "size": 0.4,
+        "cmd": {"amp": ["amp"], "claude": ["claude"], "gemini": ["gemini"], "opencode": ["opencode"]},
+    },
     "openctx": {
         "enabled": True,
         "providers": [],
@@ -129,6 +135,11 @@ def test_lists_replace_the_default_whole(ed):
     ed.lua("require('amp.config').defaults.server.allowed_origins = { 'x', 'y', 'z' }")
     config = resolve_ok(ed, {"server": {"allowed_origins": ["only"]}})
     assert config["server"]["allowed_origins"] == ["only"]
+    # An agent's command too; the other agents keep theirs.
+    ed.lua("require('amp.config').defaults.terminal.cmd.claude = { 'claude', '--flag', 'x' }")
+    config = resolve_ok(ed, {"terminal": {"cmd": {"claude": ["/opt/claude"]}, "position": "float"}})
+    assert config["terminal"]["cmd"] == dict(DEFAULTS["terminal"]["cmd"], claude=["/opt/claude"])
+    assert config["terminal"]["position"] == "float" and config["terminal"]["size"] == 0.4
 
 
 def test_port_range_forms(ed):
@@ -198,6 +209,17 @@ INVALID = [
      'amp: setup: openctx.providers must be a table of provider URI = true|false|{settings}, got "https://p.test"'),
     ("{ openctx = { node_command = '' } }", 'amp: setup: openctx.node_command must be a command name or path, got ""'),
     ("{ openctx = { timeout_ms = 600001 } }", "amp: setup: openctx.timeout_ms must be at most 600000, got 600001"),
+    ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
+    ("{ terminal = { default = 'cursor' } }",
+     'amp: setup: terminal.default must be one of amp|claude|gemini|opencode, got "cursor"'),
+    ("{ terminal = { position = 'middle' } }",
+     'amp: setup: terminal.position must be one of right|left|bottom|top|float, got "middle"'),
+    ("{ terminal = { size = 0 } }", "amp: setup: terminal.size must be a positive number, got 0"),
+    ("{ terminal = { cmd = 'amp' } }", 'amp: setup: terminal.cmd must be a table, got "amp"'),
+    ("{ terminal = { cmd = { claude = {} } } }",
+     "amp: setup: terminal.cmd.claude must be a non-empty list of strings, got {}"),
+    ("{ terminal = { cmd = { amp = { 'amp', 1 } } } }",
+     'amp: setup: terminal.cmd.amp must be a non-empty list of strings, got { "amp", 1 }'),
 ]
 
 

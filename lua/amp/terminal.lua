@@ -1,0 +1,328 @@
+--- `:Amp open [agent]`: an agent's CLI in a terminal window of this Neovim,
+--- started in the workspace with the environment that attaches it to this
+--- Neovim, toggled by the same command; and delivery of `:Amp send` /
+--- `prompt` / `ref` / `buffer` into that terminal (bracketed paste), for
+--- agents whose protocol cannot put text into their prompt. See
+--- `:help amp-terminal`.
+local M = {}
+local H = {}
+
+--- The agents `:Amp open` knows.
+M.agents = require("amp.config").terminal_agents
+
+---@class amp.Terminal
+---@field agent string
+---@field buf integer the terminal buffer
+---@field job integer its job (channel) id
+---@field exited boolean the job has exited
+
+---@type table<string, amp.Terminal>
+H.terms = {}
+--- The agents in the order their terminal was last opened, shown or
+--- entered, the latest last: the one text goes to.
+H.order = {}
+
+--- Open the agent's terminal, or hide it when it is shown, or show it
+--- again when hidden; a terminal whose job exited is started anew.
+---@param agent? string default: `terminal.default`
+---@return boolean ok
+---@return string|nil err
+function M.toggle(agent)
+  local config = require("amp").get_config().terminal
+  agent = agent or config.default
+  if not vim.list_contains(M.agents, agent) then
+    return H.fail(("amp: unknown agent '%s' (use %s)"):format(agent, table.concat(M.agents, ", ")))
+  end
+  local term = H.terms[agent]
+  if term and H.alive(term) then
+    local win = H.window_of(term.buf)
+    if win then
+      return H.hide(win)
+    end
+    H.show(term, config)
+    return true, nil
+  end
+  return H.start(agent, config, term)
+end
+
+--- The agents whose command is executable (for completion).
+---@return string[]
+function M.available()
+  local cmds = require("amp").get_config().terminal.cmd
+  return vim.tbl_filter(function(agent)
+    local cmd = cmds[agent]
+    return type(cmd) == "table" and type(cmd[1]) == "string" and vim.fn.executable(cmd[1]) == 1
+  end, M.agents)
+end
+
+--- The running terminal text goes to: the one last opened, shown or
+--- entered whose job still runs; nil when none runs.
+---@return amp.Terminal|nil
+function M.target()
+  for i = #H.order, 1, -1 do
+    local term = H.terms[H.order[i]]
+    if term and H.alive(term) then
+      return term
+    end
+  end
+  return nil
+end
+
+--- The running terminal of `agent`, if any.
+---@param agent string
+---@return amp.Terminal|nil
+function M.get(agent)
+  local term = H.terms[agent]
+  if term and H.alive(term) then
+    return term
+  end
+  return nil
+end
+
+--- Type `text` into the terminal as one bracketed paste (ESC[200~ ...
+--- ESC[201~), so the agent takes it as pasted text, newlines included,
+--- and not as keys; `submit`: then Enter. An ESC[201~ inside the text
+--- would end the paste early (and the rest would be keys): it is removed.
+---@param term amp.Terminal
+---@param text string
+---@param submit boolean
+---@return boolean ok
+---@return string|nil err
+function M.paste(term, text, submit)
+  text = text:gsub("\27%[201~", ""):gsub("\r\n", "\r"):gsub("\n", "\r")
+  local ok, err = pcall(vim.api.nvim_chan_send, term.job, "\27[200~" .. text .. "\27[201~")
+  if not ok then
+    return H.fail(("amp: could not type into the %s terminal: %s"):format(term.agent, err))
+  end
+  if submit then
+    -- Enter a moment later: a TUI may still be taking in the paste.
+    vim.defer_fn(function()
+      if H.alive(term) then
+        pcall(vim.api.nvim_chan_send, term.job, "\r")
+      end
+    end, M.submit_delay_ms)
+  end
+  return true, nil
+end
+
+--- Delay between a paste and the Enter that submits it (ms).
+M.submit_delay_ms = 100
+
+--- The environment a terminal of `agent` starts with: the variables that
+--- attach it to this Neovim (lua/amp/core.lua's agent_env, for the agent's
+--- protocol). Neovim adds $NVIM itself.
+---@param agent string
+---@return table<string, string>
+function M.env(agent)
+  local all = require("amp.core").agent_env()
+  local names = ({
+    claude = { "CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
+    opencode = { "CLAUDE_CODE_SSE_PORT", "OPENCODE_EDITOR_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
+    gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH" },
+  })[agent] or {}
+  local env = {}
+  for _, name in ipairs(names) do
+    env[name] = all[name]
+  end
+  if next(env) then
+    env.no_proxy, env.NO_PROXY = all.no_proxy, all.NO_PROXY
+  end
+  return env
+end
+
+-- Helpers -------------------------------------------------------------------
+
+function H.start(agent, config, old)
+  local cmd = config.cmd[agent]
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    return H.fail(("amp: `%s` is not on PATH; set terminal.cmd.%s"):format(cmd[1], agent))
+  end
+  if not H.warn_unattached(agent) and agent == "amp" then
+    H.warn_shared_folder()
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  local old_win = old and vim.api.nvim_buf_is_valid(old.buf) and H.window_of(old.buf)
+  if old_win then
+    vim.api.nvim_win_set_buf(old_win, buf)
+    vim.api.nvim_set_current_win(old_win)
+  else
+    H.open_window(buf, config)
+  end
+  if old and vim.api.nvim_buf_is_valid(old.buf) then
+    pcall(vim.api.nvim_buf_delete, old.buf, { force = true })
+  end
+  local term = { agent = agent, buf = buf, job = 0, exited = false }
+  local opts = {
+    cwd = vim.fn.getcwd(),
+    on_exit = function()
+      term.exited = true
+    end,
+  }
+  local env = M.env(agent)
+  if next(env) then -- (an empty table is refused: E475)
+    opts.env = env
+  end
+  local ok, job = pcall(require("amp.compat").term_start, cmd, opts)
+  if not ok or type(job) ~= "number" or job <= 0 then
+    pcall(vim.api.nvim_buf_delete, buf, { force = true })
+    return H.fail(("amp: could not start %s: %s"):format(cmd[1], ok and tostring(job) or job))
+  end
+  term.job = job
+  H.terms[agent] = term
+  H.touch(agent)
+  vim.b[buf].amp_agent = agent
+  vim.api.nvim_create_autocmd({ "BufEnter", "TermEnter" }, {
+    buffer = buf,
+    desc = "amp: text goes to the agent's terminal last entered",
+    callback = function()
+      H.touch(agent)
+    end,
+  })
+  vim.cmd.startinsert()
+  return true, nil
+end
+
+function H.show(term, config)
+  H.open_window(term.buf, config)
+  H.touch(term.agent)
+  vim.cmd.startinsert()
+end
+
+function H.hide(win)
+  local ok, err = pcall(vim.api.nvim_win_hide, win)
+  if not ok then
+    return H.fail("amp: cannot hide the agent's terminal: " .. tostring(err):gsub("^.-(E%d+)", "%1"))
+  end
+  return true, nil
+end
+
+-- A window of the current tab page that shows `buf`.
+function H.window_of(buf)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      return win
+    end
+  end
+  return nil
+end
+
+-- Opens a window on `buf` as `terminal.position` and `terminal.size` say
+-- and makes it the current one.
+function H.open_window(buf, config)
+  local position, size = config.position, config.size
+  local function measure(total)
+    local n = size < 1 and math.floor(total * size) or math.floor(size)
+    return math.max(1, math.min(n, total))
+  end
+  if position == "float" then
+    local width, height = measure(vim.o.columns), measure(vim.o.lines - vim.o.cmdheight - 2)
+    return vim.api.nvim_open_win(buf, true, {
+      relative = "editor",
+      width = width,
+      height = height,
+      row = math.floor((vim.o.lines - height) / 2) - 1,
+      col = math.floor((vim.o.columns - width) / 2),
+      border = "rounded",
+      style = "minimal",
+    })
+  end
+  local opts = { split = position == "bottom" and "below" or position == "top" and "above" or position, win = -1 }
+  if position == "left" or position == "right" then
+    opts.width = measure(vim.o.columns)
+  else
+    opts.height = measure(vim.o.lines - vim.o.cmdheight)
+  end
+  return vim.api.nvim_open_win(buf, true, opts)
+end
+
+function H.alive(term)
+  return not term.exited and vim.api.nvim_buf_is_valid(term.buf) and vim.fn.jobwait({ term.job }, 0)[1] == -1
+end
+
+function H.touch(agent)
+  for i = #H.order, 1, -1 do
+    if H.order[i] == agent then
+      table.remove(H.order, i)
+    end
+  end
+  table.insert(H.order, agent)
+end
+
+-- An agent whose protocol this Neovim does not serve starts unattached: said
+-- in one line.
+function H.warn_unattached(agent)
+  local amp = require("amp")
+  local status = amp.status()
+  local agents = status.running and status.agents or {}
+  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" })[agent]
+  local front = agents[served]
+  if type(front) == "table" and front.enabled ~= false and front.port then
+    return false
+  end
+  local why = status.running and ("this Neovim serves no %s protocol"):format(served) or "the server is not running"
+  require("amp.notify").notify(
+    ("amp: %s starts unattached: %s (see :help amp-terminal)"):format(agent, why),
+    vim.log.levels.WARN
+  )
+  return true
+end
+
+-- The Amp CLI connects by itself only when one live editor's lockfile has
+-- its directory (no variable names the editor): when another has this
+-- workspace too, say so, and how to pick this one.
+function H.warn_shared_folder()
+  local status = require("amp").status()
+  local own = type(status.lockfile) == "string" and status.lockfile or nil
+  if not own then
+    return
+  end
+  local cwd = vim.uv.fs_realpath(vim.fn.getcwd()) or vim.fn.getcwd()
+  local others = 0
+  for name, kind in vim.fs.dir(vim.fs.dirname(own)) do
+    local path = vim.fs.joinpath(vim.fs.dirname(own), name)
+    if kind == "file" and name:match("^%d+%.json$") and path ~= own then
+      local lock = H.read_json(path)
+      local pid = lock and tonumber(lock.pid)
+      if pid and pid ~= vim.fn.getpid() and vim.uv.kill(pid, 0) == 0 and H.has_folder(lock, cwd) then
+        others = others + 1
+      end
+    end
+  end
+  if others > 0 then
+    local who = others == 1 and "another editor serves" or ("%d other editors serve"):format(others)
+    require("amp.notify").notify(
+      ("amp: %s this folder too: amp will not connect by itself (:help amp-terminal-amp)"):format(who),
+      vim.log.levels.WARN
+    )
+  end
+end
+
+function H.read_json(path)
+  local fd = io.open(path, "rb")
+  if not fd then
+    return nil
+  end
+  local text = fd:read("*a")
+  fd:close()
+  local ok, value = pcall(vim.json.decode, text)
+  return ok and type(value) == "table" and value or nil
+end
+
+function H.has_folder(lock, cwd)
+  if type(lock.workspaceFolders) ~= "table" then
+    return false
+  end
+  for _, folder in ipairs(lock.workspaceFolders) do
+    if type(folder) == "string" and (vim.uv.fs_realpath(folder) or folder) == cwd then
+      return true
+    end
+  end
+  return false
+end
+
+function H.fail(msg)
+  require("amp.notify").notify(msg, vim.log.levels.ERROR)
+  return false, msg
+end
+
+return M
