@@ -27,6 +27,39 @@ pub struct Lockfile {
     pub ide_name: String,
 }
 
+/// Why a protocol's lockfile (or discovery file) was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum LockfileError {
+    /// The file system refused (no space, permissions, ...).
+    #[error("cannot write the {agent} lockfile in {}: {source}", dir.display())]
+    Write {
+        agent: &'static str,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The blocking writer task panicked or was cancelled.
+    #[error("the {agent} lockfile writer failed: {source}")]
+    Writer {
+        agent: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// Runs `write` off the async workers (it fsyncs), its failure told as
+/// `agent`'s lockfile in `dir`.
+pub async fn write_off_thread(
+    agent: &'static str,
+    dir: PathBuf,
+    write: impl FnOnce() -> io::Result<PathBuf> + Send + 'static,
+) -> Result<PathBuf, LockfileError> {
+    match tokio::task::spawn_blocking(write).await {
+        Ok(written) => written.map_err(|source| LockfileError::Write { agent, dir, source }),
+        Err(source) => Err(LockfileError::Writer { agent, source }),
+    }
+}
+
 /// Largest lockfile `remove_stale` will read; real ones are a few hundred bytes.
 const MAX_LOCKFILE_BYTES: u64 = 64 * 1024;
 

@@ -147,8 +147,7 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
         Some(p) if !p.is_empty() => Some(files(shared).names_of(&resolve(shared, p)).await),
         _ => None,
     };
-    let raw =
-        shared.editor.diagnostics(under).await.map_err(editor_error)?.map_err(|e| RpcError::new(INTERNAL_ERROR, e))?;
+    let raw = shared.editor.diagnostics(under).await.map_err(editor_error)?;
     let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in raw {
         let (start, end) = (d.utf16_start(), d.utf16_end());
@@ -210,9 +209,9 @@ async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
         }
         None => return Ok(failure(format!("not a URI: '{uri}'"))),
     };
-    match opened.map_err(editor_error)? {
+    match opened {
         Ok(()) => Ok(json!({ "success": true })),
-        Err(e) => Ok(failure(e)),
+        Err(e) => Ok(failure(e.refusal().map_err(editor_error)?)),
     }
 }
 

@@ -69,13 +69,11 @@ pub async fn review(
                 timeout.as_secs()
             ))
         }
-        Ok(decision) => match decision? {
-            Err(why) => Reviewed::Refused(why),
-            Ok(Decision::Rejected) => {
-                Reviewed::Refused(format!("the user rejected the edit to {}: nothing was changed", abs.display()))
-            }
-            Ok(Decision::Accepted(text)) => Reviewed::Write { original, text },
-        },
+        Ok(Err(e)) => Reviewed::Refused(e.refusal()?),
+        Ok(Ok(Decision::Rejected)) => {
+            Reviewed::Refused(format!("the user rejected the edit to {}: nothing was changed", abs.display()))
+        }
+        Ok(Ok(Decision::Accepted(text))) => Reviewed::Write { original, text },
     })
 }
 

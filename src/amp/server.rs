@@ -224,14 +224,14 @@ impl Shared {
         self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    pub fn record_error(&self, message: impl Into<String>) {
-        let message = message.into();
+    pub fn record_error(&self, message: impl std::fmt::Display) {
+        let message = message.to_string();
         log::error(&message);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
     }
 
     /// Writes the lockfile (atomically, off the async workers).
-    pub async fn write_lockfile(self: &Arc<Self>) -> Result<PathBuf, String> {
+    pub async fn write_lockfile(self: &Arc<Self>) -> Result<PathBuf, lockfile::LockfileError> {
         let _guard = self.lock_writes.lock().await;
         let lock = Lockfile {
             port: self.port,
@@ -241,10 +241,7 @@ impl Shared {
             ide_name: self.options.ide_name.clone(),
         };
         let dir = self.lock_dir.clone();
-        tokio::task::spawn_blocking(move || lockfile::write(&dir, &lock))
-            .await
-            .map_err(|e| format!("lockfile writer failed: {e}"))?
-            .map_err(|e| format!("cannot write the lockfile in {}: {e}", self.lock_dir.display()))
+        lockfile::write_off_thread("Amp", dir.clone(), move || lockfile::write(&dir, &lock)).await
     }
 
     /// Queues notification `name` for every client, each in its own dialect.

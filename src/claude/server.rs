@@ -67,7 +67,7 @@ impl ClaudeServer {
     }
 
     /// Removes dead editors' lockfiles, then writes ours (atomically, 0600 in 0700).
-    pub async fn write_lockfile(self: &Arc<Self>, clean_stale: bool) -> Result<PathBuf, String> {
+    pub async fn write_lockfile(self: &Arc<Self>, clean_stale: bool) -> Result<PathBuf, lockfile::LockfileError> {
         let _guard = self.lock_writes.lock().await;
         let lock = Lockfile::new(
             std::process::id(),
@@ -75,19 +75,17 @@ impl ClaudeServer {
             self.core.options.ide_name.clone(),
             self.token.clone(),
         );
-        let json = serde_json::to_vec_pretty(&lock).map_err(|e| e.to_string())?;
         let (dir, path) = (self.lock_dir.clone(), self.lockfile_path());
-        tokio::task::spawn_blocking(move || {
+        lockfile::write_off_thread("Claude", dir.clone(), move || {
             if clean_stale {
                 for removed in lockfile::remove_stale_with_extension(&dir, LOCK_EXTENSION) {
                     log::info(format!("removed stale Claude lockfile {}", removed.display()));
                 }
             }
+            let json = serde_json::to_vec_pretty(&lock).map_err(std::io::Error::other)?;
             lockfile::write_named(&dir, &path, &json)
         })
         .await
-        .map_err(|e| format!("lockfile writer failed: {e}"))?
-        .map_err(|e| format!("cannot write the Claude lockfile in {}: {e}", self.lock_dir.display()))
     }
 
     /// Queues a notification for every client; returns how many it reached.

@@ -75,9 +75,9 @@ fn editor_error(e: impl std::fmt::Display) -> (i64, String) {
     (mcp::INTERNAL_ERROR, e.to_string())
 }
 
-/// Flattens an editor call's answer.
-fn answered<T>(r: Result<Result<T, String>, EditorError>) -> Result<T, (i64, String)> {
-    r.map_err(editor_error)?.map_err(editor_error)
+/// An editor call's answer, its failures as MCP errors.
+fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
+    r.map_err(editor_error)
 }
 
 async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
@@ -146,12 +146,15 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         "saveDocument" => {
             let path = path_arg(args, "filePath", cx)?;
             let shown = path.to_string_lossy().into_owned();
-            Ok(text(&match cx.editor.save_buffer(path).await.map_err(editor_error)? {
+            Ok(text(&match cx.editor.save_buffer(path).await {
                 Ok(Some(())) => {
                     json!({ "success": true, "filePath": shown, "saved": true, "message": "Document saved successfully" })
                 }
                 Ok(None) => json!({ "success": false, "message": format!("Document not open: {shown}") }),
-                Err(e) => json!({ "success": false, "filePath": shown, "saved": false, "message": e }),
+                Err(e) => {
+                    let why = e.refusal().map_err(editor_error)?;
+                    json!({ "success": false, "filePath": shown, "saved": false, "message": why })
+                }
             }))
         }
         "openFile" => {

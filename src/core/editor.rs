@@ -31,6 +31,21 @@ pub enum EditorError {
     /// The call failed inside the editor (a panic there, logged).
     #[error("the editor failed to run the request (see :Amp log)")]
     Crashed,
+    /// The editor ran the call and refused it: why, in one line that the
+    /// agent is told as it is ("cannot read …: permission denied").
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl EditorError {
+    /// The refusal's reason, for an answer that reports it as the call's
+    /// result (`success: false`); the editor's own failures stay errors.
+    pub fn refusal(self) -> Result<String, EditorError> {
+        match self {
+            EditorError::Refused(why) => Ok(why),
+            other => Err(other),
+        }
+    }
 }
 
 /// An editor call's answer, later.
@@ -104,12 +119,12 @@ pub enum FileChange {
 /// The editor, as the protocols see it.
 pub trait Editor: Send + Sync + 'static {
     /// The text of the loaded buffer that has one of `paths` (the same
-    /// file under several names), if any. `Err(text)`: it cannot be read.
-    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>>;
+    /// file under several names), if any. `Refused`: it cannot be read.
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>>;
 
     /// The text of the buffer for one of `paths`, the file loaded into a
     /// (hidden) buffer first if none has it, so an edit can be undone there.
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>>;
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText>;
 
     /// Applies `edit` as one undo step; the new changedtick.
     fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>>;
@@ -153,38 +168,38 @@ pub trait Editor: Send + Sync + 'static {
 
     /// The diagnostics of every buffer, or of those whose files are (or are
     /// under) one of `under`.
-    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>>;
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Vec<RawDiagnostic>>;
 
     /// Shows `path` (a file or a directory), the selection on it if given.
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>>;
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()>;
 
     /// Opens an http(s) URL with the system's handler.
-    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>>;
+    fn open_url(&self, url: String) -> Pending<'_, ()>;
 
     /// Fires `User {name}` with `data`, later, without waiting.
     fn event(&self, name: &'static str, data: Value);
 
     /// Shows `proposal` for review and waits (blocking nothing) until the
     /// user decides.
-    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>>;
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Decision>;
 
     /// Closes the review `name` (pending: rejected); whether there was one.
-    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>>;
+    fn close_review(&self, name: String) -> Pending<'_, bool>;
 
     /// Closes every proposal's review (pending: rejected); how many.
-    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>>;
+    fn close_all_reviews(&self) -> Pending<'_, usize>;
 
     /// The buffers that hold files, the current one marked.
-    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>>;
+    fn open_buffers(&self) -> Pending<'_, Vec<OpenBuffer>>;
 
     /// Whether the buffer of `path` has unsaved changes; `None`: no buffer.
-    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>>;
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Option<bool>>;
 
     /// Writes the buffer of `path` as `:write` does; `None`: no buffer.
-    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>>;
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Option<()>>;
 
     /// Selects `select` in the current buffer; whether its text was found.
-    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>>;
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, bool>;
 }
 
 /// A buffer that holds a file, as an agent's list of open editors shows it.
@@ -259,5 +274,18 @@ impl LoadedBuffers {
     pub fn names(&self) -> Vec<PathBuf> {
         let loaded = self.0.read().unwrap_or_else(|p| p.into_inner());
         loaded.as_ref().map(|names| names.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EditorError;
+
+    #[test]
+    fn a_refusal_is_an_answer_and_the_editors_failures_stay_errors() {
+        assert_eq!(EditorError::Refused("cannot read x".into()).refusal(), Ok("cannot read x".to_owned()));
+        assert_eq!(EditorError::Closed.refusal(), Err(EditorError::Closed));
+        assert_eq!(EditorError::Crashed.refusal(), Err(EditorError::Crashed));
+        assert_eq!(EditorError::Refused("why".into()).to_string(), "why");
     }
 }

@@ -139,9 +139,18 @@ impl FakeEditor {
     }
 
     fn answer<T: Send + 'static>(&self, call: Call, f: impl FnOnce(&mut State) -> T) -> Pending<'_, T> {
+        self.answer_or_refuse(call, |s| Ok(f(s)))
+    }
+
+    /// [`Self::answer`] for a call the editor may refuse.
+    fn answer_or_refuse<T: Send + 'static>(
+        &self,
+        call: Call,
+        f: impl FnOnce(&mut State) -> Result<T, String>,
+    ) -> Pending<'_, T> {
         let mut state = self.state();
         state.calls.push(call);
-        let out = if state.gone { Err(EditorError::Closed) } else { Ok(f(&mut state)) };
+        let out = if state.gone { Err(EditorError::Closed) } else { f(&mut state).map_err(EditorError::Refused) };
         Box::pin(async move { out })
     }
 }
@@ -202,12 +211,12 @@ fn written(b: &FakeBuffer) -> Vec<u8> {
 }
 
 impl Editor for FakeEditor {
-    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>> {
-        self.answer(Call::LoadedText, |s| Ok(find(s, &paths).map(|b| text_of(b))))
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>> {
+        self.answer_or_refuse(Call::LoadedText, |s| Ok(find(s, &paths).map(|b| text_of(b))))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>> {
-        self.answer(Call::TextForEdit, |s| {
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
+        self.answer_or_refuse(Call::TextForEdit, |s| {
             if let Some(b) = find(s, &paths) {
                 return Ok(text_of(b));
             }
@@ -304,8 +313,8 @@ impl Editor for FakeEditor {
         self.answer(Call::FileChanged(path, change), |_| ())
     }
 
-    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>> {
-        self.answer(Call::Diagnostics(under.clone()), |s| {
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Vec<RawDiagnostic>> {
+        self.answer_or_refuse(Call::Diagnostics(under.clone()), |s| {
             Ok(s.diagnostics
                 .iter()
                 .filter(|d| under.as_ref().is_none_or(|u| u.iter().any(|p| d.path.starts_with(p))))
@@ -314,35 +323,35 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>> {
-        self.answer(Call::OpenFile(path, selection), |_| Ok(()))
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
+        self.answer_or_refuse(Call::OpenFile(path, selection), |_| Ok(()))
     }
 
-    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>> {
-        self.answer(Call::OpenUrl(url), |_| Ok(()))
+    fn open_url(&self, url: String) -> Pending<'_, ()> {
+        self.answer_or_refuse(Call::OpenUrl(url), |_| Ok(()))
     }
 
     fn event(&self, name: &'static str, data: Value) {
         self.state().calls.push(Call::Event(name, data));
     }
 
-    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>> {
-        self.answer(Call::Propose(proposal.name, proposal.proposed), |s| {
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Decision> {
+        self.answer_or_refuse(Call::Propose(proposal.name, proposal.proposed), |s| {
             Ok(if s.decisions.is_empty() { Decision::Rejected } else { s.decisions.remove(0) })
         })
     }
 
-    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
-        self.answer(Call::CloseReview(name), |_| Ok(true))
+    fn close_review(&self, name: String) -> Pending<'_, bool> {
+        self.answer_or_refuse(Call::CloseReview(name), |_| Ok(true))
     }
 
-    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>> {
-        self.answer(Call::CloseAllReviews, |_| Ok(0))
+    fn close_all_reviews(&self) -> Pending<'_, usize> {
+        self.answer_or_refuse(Call::CloseAllReviews, |_| Ok(0))
     }
 
     /// The first buffer is the current one.
-    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>> {
-        self.answer(Call::OpenBuffers, |s| {
+    fn open_buffers(&self) -> Pending<'_, Vec<OpenBuffer>> {
+        self.answer_or_refuse(Call::OpenBuffers, |s| {
             Ok(s.buffers
                 .iter()
                 .enumerate()
@@ -356,19 +365,19 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>> {
-        self.answer(Call::BufferModified(path.clone()), move |s| {
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Option<bool>> {
+        self.answer_or_refuse(Call::BufferModified(path.clone()), move |s| {
             Ok(s.buffers.iter().find(|b| b.path == path).map(|b| b.modified))
         })
     }
 
-    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>> {
-        self.answer(Call::SaveBuffer(path.clone()), move |s| {
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Option<()>> {
+        self.answer_or_refuse(Call::SaveBuffer(path.clone()), move |s| {
             Ok(s.buffers.iter_mut().find(|b| b.path == path).map(|b| b.modified = false))
         })
     }
 
-    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>> {
-        self.answer(Call::SelectText(select), |_| Ok(true))
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, bool> {
+        self.answer_or_refuse(Call::SelectText(select), |_| Ok(true))
     }
 }

@@ -93,7 +93,14 @@ impl FileAccess<'_> {
         }
         let paths = self.names_of(abs).await;
         // No buffer has it: the disk has the text, no need to wait for the editor.
-        let loaded = if self.loaded.maybe(&paths) { self.editor.loaded_text(paths).await? } else { Ok(None) };
+        let loaded = if self.loaded.maybe(&paths) {
+            match self.editor.loaded_text(paths).await {
+                Ok(loaded) => Ok(loaded),
+                Err(e) => Err(e.refusal()?),
+            }
+        } else {
+            Ok(None)
+        };
         Ok(match loaded {
             Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
                 Err(too_big(abs, snapshot.joined.len() as u64, max))
@@ -171,9 +178,9 @@ impl FileAccess<'_> {
             Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
             Err(e) => return Ok(Err(Attempt::Refused(io_message(abs, &e)))),
         };
-        let snapshot = match self.editor.text_for_edit(paths.to_vec()).await? {
+        let snapshot = match self.editor.text_for_edit(paths.to_vec()).await {
             Ok(s) => s,
-            Err(e) => return Ok(Err(Attempt::Refused(e))),
+            Err(e) => return Ok(Err(Attempt::Refused(e.refusal()?))),
         };
         let (bufnr, tick, format, modified) =
             (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);

@@ -233,9 +233,8 @@ async fn reload(editor: &dyn Editor, path: &Path, disk: DiskText, take: bool) ->
 async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bool) -> Retry<Result<(), String>> {
     let done = |r: Result<(), String>| Retry::Done(r);
     let snapshot = match editor.loaded_text(vec![path.to_path_buf()]).await {
-        Ok(Ok(Some(snapshot))) => snapshot,
-        Ok(Ok(None)) => return done(Ok(())), // the buffer went away
-        Ok(Err(e)) => return done(Err(e)),
+        Ok(Some(snapshot)) => snapshot,
+        Ok(None) => return done(Ok(())), // the buffer went away
         Err(e) => return done(Err(e.to_string())),
     };
     let report =

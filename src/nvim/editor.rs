@@ -31,13 +31,19 @@ fn main<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Pending<'s
     Box::pin(async move { on_main(f).await.map_err(EditorError::from) })
 }
 
+/// [`main`] for a job that may refuse (its reason becomes
+/// [`EditorError::Refused`]).
+fn main_or_refused<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Pending<'static, T> {
+    Box::pin(async move { on_main(f).await.map_err(EditorError::from)?.map_err(EditorError::Refused) })
+}
+
 impl Editor for Neovim {
-    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<Option<BufferText>, String>> {
-        main(move || buffers::loaded_text(paths))
+    fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>> {
+        main_or_refused(move || buffers::loaded_text(paths))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, Result<BufferText, String>> {
-        main(move || buffers::text_for_edit(paths))
+    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
+        main_or_refused(move || buffers::text_for_edit(paths))
     }
 
     fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
@@ -95,36 +101,36 @@ impl Editor for Neovim {
         })
     }
 
-    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Result<Vec<RawDiagnostic>, String>> {
-        main(move || diagnostics::collect(under))
+    fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Vec<RawDiagnostic>> {
+        main_or_refused(move || diagnostics::collect(under))
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, Result<(), String>> {
-        main(move || open::open_path(path, selection))
+    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
+        main_or_refused(move || open::open_path(path, selection))
     }
 
-    fn open_url(&self, url: String) -> Pending<'_, Result<(), String>> {
-        main(move || open::open_external(url))
+    fn open_url(&self, url: String) -> Pending<'_, ()> {
+        main_or_refused(move || open::open_external(url))
     }
 
     fn event(&self, name: &'static str, data: Value) {
         let _ = bridge::post(move || events::fire(name, &data));
     }
 
-    fn propose(&self, proposal: Proposal) -> Pending<'_, Result<Decision, String>> {
-        Box::pin(async move { Ok(review::propose(proposal).await) })
+    fn propose(&self, proposal: Proposal) -> Pending<'_, Decision> {
+        Box::pin(review::propose(proposal))
     }
 
-    fn close_review(&self, name: String) -> Pending<'_, Result<bool, String>> {
-        Box::pin(async move { Ok(review::close(name).await) })
+    fn close_review(&self, name: String) -> Pending<'_, bool> {
+        Box::pin(review::close(name))
     }
 
-    fn close_all_reviews(&self) -> Pending<'_, Result<usize, String>> {
-        Box::pin(async move { Ok(review::close_all().await) })
+    fn close_all_reviews(&self) -> Pending<'_, usize> {
+        Box::pin(review::close_all())
     }
 
-    fn open_buffers(&self) -> Pending<'_, Result<Vec<OpenBuffer>, String>> {
-        main(|| {
+    fn open_buffers(&self) -> Pending<'_, Vec<OpenBuffer>> {
+        main_or_refused(|| {
             let list: Vec<mlua::Table> = lua::helper("open_buffers", ()).map_err(|e| api_err("listing buffers", e))?;
             Ok(list
                 .into_iter()
@@ -141,15 +147,15 @@ impl Editor for Neovim {
         })
     }
 
-    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Result<Option<bool>, String>> {
-        main(move || match find_buffer(&[path], true) {
+    fn buffer_modified(&self, path: PathBuf) -> Pending<'_, Option<bool>> {
+        main_or_refused(move || match find_buffer(&[path], true) {
             None => Ok(None),
             Some(buf) => lua::helper("buffer_modified", buf).map(Some).map_err(|e| api_err("'modified'", e)),
         })
     }
 
-    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Result<Option<()>, String>> {
-        main(move || match find_buffer(&[path], true) {
+    fn save_buffer(&self, path: PathBuf) -> Pending<'_, Option<()>> {
+        main_or_refused(move || match find_buffer(&[path], true) {
             None => Ok(None),
             Some(buf) => match lua::helper::<_, Option<String>>("save_buffer", buf) {
                 Ok(None) => Ok(Some(())),
@@ -159,8 +165,8 @@ impl Editor for Neovim {
         })
     }
 
-    fn select_text(&self, select: TextToSelect) -> Pending<'_, Result<bool, String>> {
-        main(move || {
+    fn select_text(&self, select: TextToSelect) -> Pending<'_, bool> {
+        main_or_refused(move || {
             lua::helper("select_text", (select.start_text, select.end_text, select.to_end_of_line))
                 .map_err(|e| api_err("selecting", e))
         })

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+use crate::core::editor::EditorError;
 use crate::core::review::{original_text, Decision, Proposal};
 use crate::nvim::bridge::on_main;
 use crate::nvim::lua as nvim;
@@ -54,8 +55,8 @@ fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(name: &str, args: A) -> Re
 /// Shows `proposal` and waits until the user decides. A second proposal of
 /// the same name replaces the first, which is answered as rejected (never
 /// left hanging).
-pub async fn propose(proposal: Proposal) -> Result<Decision, String> {
-    let original = original_text(&proposal).await?;
+pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
+    let original = original_text(&proposal).await.map_err(EditorError::Refused)?;
     let (tx, rx) = oneshot::channel();
     if let Some(old) = with_pending(|p| p.insert(proposal.name.clone(), tx)) {
         let _ = old.send(Decision::Rejected);
@@ -66,21 +67,21 @@ pub async fn propose(proposal: Proposal) -> Result<Decision, String> {
         call::<_, ()>("open_proposal", (proposal.name, path, original, proposal.proposed, proposal.agent))
     })
     .await;
-    if let Err(e) = shown.map_err(|e| e.to_string()).and_then(|r| r) {
+    if let Err(e) = shown.map_err(EditorError::from).and_then(|r| r.map_err(EditorError::Refused)) {
         with_pending(|p| p.remove(&name));
         return Err(e);
     }
     // Dropped only when Neovim shuts down: then there is no decision.
-    rx.await.map_err(|_| "the review was closed without a decision (Neovim is exiting)".to_string())
+    rx.await.map_err(|_| EditorError::Closed)
 }
 
 /// Closes the review `name` (a pending one counts as rejected); whether
 /// there was one.
-pub async fn close(name: String) -> Result<bool, String> {
-    on_main(move || call::<_, bool>("close", name)).await.map_err(|e| e.to_string())?
+pub async fn close(name: String) -> Result<bool, EditorError> {
+    on_main(move || call::<_, bool>("close", name)).await?.map_err(EditorError::Refused)
 }
 
 /// Closes every proposal's review; how many there were.
-pub async fn close_all() -> Result<usize, String> {
-    on_main(|| call::<_, usize>("close_all", ())).await.map_err(|e| e.to_string())?
+pub async fn close_all() -> Result<usize, EditorError> {
+    on_main(|| call::<_, usize>("close_all", ())).await?.map_err(EditorError::Refused)
 }
