@@ -371,6 +371,17 @@ function M.close(name)
   return H.close(review)
 end
 
+--- The current text of the proposal `name` (the user's edits included),
+--- as `:w` in it would accept it; nil when there is no such proposal.
+--- (Gemini's closeDiff answers with it.)
+function M.text(name)
+  local review = M.reviews[name]
+  if not (review and review.kind == "proposal" and api.nvim_buf_is_valid(review.right)) then
+    return nil
+  end
+  return H.join(H.lines(review.right), review.eol, review.nl)
+end
+
 --- Closes every proposal; how many there were.
 function M.close_all()
   local n = 0

@@ -186,6 +186,10 @@ pub trait Editor: Send + Sync + 'static {
     /// Closes the review `name` (pending: rejected); whether there was one.
     fn close_review(&self, name: String) -> Pending<'_, bool>;
 
+    /// The current text of the review `name`'s proposal (the user may have
+    /// edited it); `None`: no such review.
+    fn review_text(&self, name: String) -> Pending<'_, Option<String>>;
+
     /// Closes every proposal's review (pending: rejected); how many.
     fn close_all_reviews(&self) -> Pending<'_, usize>;
 

@@ -4,6 +4,7 @@
 //! was asked, and can be told to answer "the user typed" a number of times,
 //! or to be gone.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -48,6 +49,7 @@ pub enum Call {
     /// A review: its name, the proposed text.
     Propose(String, String),
     CloseReview(String),
+    ReviewText(String),
     CloseAllReviews,
     OpenBuffers,
     BufferModified(PathBuf),
@@ -66,6 +68,9 @@ struct State {
     diagnostics: Vec<RawDiagnostic>,
     /// What the user decides in the next reviews (none: rejected).
     decisions: Vec<Decision>,
+    /// With `hold_reviews`: the reviews shown and not decided yet, by name
+    /// (their text, and the decision's sender: `close_review` rejects).
+    held: Option<HashMap<String, (String, tokio::sync::oneshot::Sender<Decision>)>>,
 }
 
 #[derive(Default)]
@@ -127,6 +132,12 @@ impl FakeEditor {
 
     pub fn go_away(&self) {
         self.state().gone = true;
+    }
+
+    /// From now on reviews stay open until `close_review` (rejected), as the
+    /// editor's do until the user decides.
+    pub fn hold_reviews(&self) {
+        self.state().held = Some(HashMap::new());
     }
 
     /// The user's decisions in the next reviews, in order.
@@ -336,13 +347,39 @@ impl Editor for FakeEditor {
     }
 
     fn propose(&self, proposal: Proposal) -> Pending<'_, Decision> {
-        self.answer_or_refuse(Call::Propose(proposal.name, proposal.proposed), |s| {
-            Ok(if s.decisions.is_empty() { Decision::Rejected } else { s.decisions.remove(0) })
+        let (name, text) = (proposal.name.clone(), proposal.proposed.clone());
+        let mut state = self.state();
+        let gone = state.gone;
+        if let (Some(held), false) = (state.held.as_mut(), gone) {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            held.insert(name.clone(), (text.clone(), tx));
+            state.calls.push(Call::Propose(name, text));
+            return Box::pin(async move { Ok(rx.await.unwrap_or(Decision::Rejected)) });
+        }
+        drop(state);
+        self.answer(Call::Propose(name, text), |s| {
+            if s.decisions.is_empty() {
+                Decision::Rejected
+            } else {
+                s.decisions.remove(0)
+            }
         })
     }
 
     fn close_review(&self, name: String) -> Pending<'_, bool> {
-        self.answer_or_refuse(Call::CloseReview(name), |_| Ok(true))
+        self.answer(Call::CloseReview(name.clone()), move |s| {
+            let held = s.held.as_mut().and_then(|h| h.remove(&name));
+            if let Some((_, tx)) = held {
+                let _ = tx.send(Decision::Rejected);
+            }
+            true
+        })
+    }
+
+    fn review_text(&self, name: String) -> Pending<'_, Option<String>> {
+        self.answer(Call::ReviewText(name.clone()), move |s| {
+            s.held.as_ref().and_then(|h| h.get(&name)).map(|(text, _)| text.clone())
+        })
     }
 
     fn close_all_reviews(&self) -> Pending<'_, usize> {

@@ -125,6 +125,10 @@ impl Editor for Neovim {
         Box::pin(review::close(name))
     }
 
+    fn review_text(&self, name: String) -> Pending<'_, Option<String>> {
+        Box::pin(review::text(name))
+    }
+
     fn close_all_reviews(&self) -> Pending<'_, usize> {
         Box::pin(review::close_all())
     }

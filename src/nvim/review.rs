@@ -81,6 +81,13 @@ pub async fn close(name: String) -> Result<bool, EditorError> {
     on_main(move || call::<_, bool>("close", name)).await?.map_err(EditorError::Refused)
 }
 
+/// The current text of the review `name`'s proposal; `None`: no such review.
+pub async fn text(name: String) -> Result<Option<String>, EditorError> {
+    on_main(move || call::<_, Option<mlua::String>>("text", name).map(|t| t.map(|t| t.to_string_lossy())))
+        .await?
+        .map_err(EditorError::Refused)
+}
+
 /// Closes every proposal's review; how many there were.
 pub async fn close_all() -> Result<usize, EditorError> {
     on_main(|| call::<_, usize>("close_all", ())).await?.map_err(EditorError::Refused)
