@@ -13,6 +13,7 @@
 pub mod amp;
 pub mod claude;
 pub mod core;
+pub mod gemini;
 pub mod mcp;
 pub mod nvim;
 pub mod openctx;

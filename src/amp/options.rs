@@ -64,11 +64,13 @@ pub struct Agents {
     pub amp: bool,
     /// Claude Code's (and OpenCode's) `~/.claude/ide/<port>.lock` and server.
     pub claude: bool,
+    /// Gemini CLI's `$TMPDIR/gemini/ide/` discovery file and MCP HTTP server.
+    pub gemini: bool,
 }
 
 impl Default for Agents {
     fn default() -> Self {
-        Self { amp: true, claude: false }
+        Self { amp: true, claude: false, gemini: false }
     }
 }
 
@@ -250,14 +252,19 @@ fn agents(v: &Value) -> Result<Agents, String> {
     let map = match v {
         Value::Object(map) => map,
         Value::Array(a) if a.is_empty() => return Ok(out),
-        _ => return Err(format!("start: agents must be a table like {{ amp = true, claude = true }}, got {v}")),
+        _ => {
+            return Err(format!(
+                "start: agents must be a table like {{ amp = true, claude = true, gemini = true }}, got {v}"
+            ))
+        }
     };
     for (name, on) in map {
         let on = on.as_bool().ok_or_else(|| format!("start: agents.{name} must be a boolean, got {on}"))?;
         match name.as_str() {
             "amp" => out.amp = on,
             "claude" => out.claude = on,
-            // Protocols of later releases (gemini) pass through.
+            "gemini" => out.gemini = on,
+            // Protocols of later releases pass through.
             _ => {}
         }
     }
@@ -272,9 +279,16 @@ mod agents_tests {
     #[test]
     fn agents_default_to_amp_only_and_are_checked() {
         let base = json!({ "workspace_folders": ["/w"] });
-        assert_eq!(ServerOptions::from_json(&base).unwrap().agents, Agents { amp: true, claude: false });
+        assert_eq!(ServerOptions::from_json(&base).unwrap().agents, Agents { amp: true, claude: false, gemini: false });
         let both = json!({ "workspace_folders": ["/w"], "agents": { "claude": true } });
-        assert_eq!(ServerOptions::from_json(&both).unwrap().agents, Agents { amp: true, claude: true });
+        assert_eq!(ServerOptions::from_json(&both).unwrap().agents, Agents { amp: true, claude: true, gemini: false });
+        let gemini = json!({ "workspace_folders": ["/w"], "agents": { "amp": false, "gemini": true } });
+        assert_eq!(
+            ServerOptions::from_json(&gemini).unwrap().agents,
+            Agents { amp: false, claude: false, gemini: true }
+        );
+        let bad = json!({ "workspace_folders": ["/w"], "agents": { "gemini": 1 } });
+        assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.gemini"));
         let bad = json!({ "workspace_folders": ["/w"], "agents": { "claude": "yes" } });
         assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.claude"));
     }

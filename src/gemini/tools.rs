@@ -119,8 +119,9 @@ fn path_arg(args: &Map<String, Value>, name: &str, cx: &Context<'_>) -> Result<P
     })
 }
 
-fn answered<T>(r: Result<Result<T, String>, EditorError>) -> Result<T, (i64, String)> {
-    r.map_err(|e| (mcp::INTERNAL_ERROR, e.to_string()))?.map_err(|e| (mcp::INTERNAL_ERROR, e))
+/// An editor call's answer, its failures (a refusal included) as MCP errors.
+fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
+    r.map_err(|e| (mcp::INTERNAL_ERROR, e.to_string()))
 }
 
 async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
@@ -140,13 +141,17 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 if !diffs.finish(&path, generation) {
                     return;
                 }
-                match decided.map_err(|e| e.to_string()).and_then(|d| d) {
+                match decided {
                     Ok(Decision::Accepted(text)) => notify("ide/diffAccepted", protocol::diff_accepted(&path, &text)),
                     Ok(Decision::Rejected) => notify("ide/diffRejected", protocol::diff_rejected(&path)),
                     // Gemini waits for a decision: a review that could not
                     // be shown is one it must not wait for.
                     Err(e) => {
-                        log::warn(format!("gemini: openDiff of {}: {}", path.display(), log::untrusted(&e)));
+                        log::warn(format!(
+                            "gemini: openDiff of {}: {}",
+                            path.display(),
+                            log::untrusted(&e.to_string())
+                        ));
                         notify("ide/diffRejected", protocol::diff_rejected(&path));
                     }
                 }

@@ -18,6 +18,7 @@ use crate::amp::server::{accept_loop, Shared};
 use crate::amp::{lockfile, token};
 use crate::claude::server::ClaudeServer;
 use crate::core::log;
+use crate::gemini::server::GeminiServer;
 use crate::nvim::bridge;
 use crate::nvim::events;
 
@@ -26,6 +27,8 @@ struct Session {
     shared: Arc<Shared>,
     /// The Claude Code front-end, when `agents.claude` is on.
     claude: Option<Arc<ClaudeServer>>,
+    /// The Gemini CLI front-end, when `agents.gemini` is on.
+    gemini: Option<Arc<GeminiServer>>,
 }
 
 static CURRENT: Mutex<Option<Session>> = Mutex::new(None);
@@ -107,8 +110,9 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         }
     });
     let claude = if shared.options.agents.claude { Some(start_claude(&shared).map_err(remember)?) } else { None };
+    let gemini = if shared.options.agents.gemini { Some(start_gemini(&shared).map_err(remember)?) } else { None };
     let info = started_info(&shared);
-    *current() = Some(Session { runtime, shared, claude });
+    *current() = Some(Session { runtime, shared, claude, gemini });
     // What the user looks at right now, for the first client.
     visible_files_changed();
     selection_changed();
@@ -135,6 +139,32 @@ fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
             Ok(path) => {
                 log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", announce.port, path.display()))
             }
+            Err(e) => announce.core.record_error(e),
+        }
+    });
+    Ok(server)
+}
+
+/// The Gemini CLI front-end: its own loopback port and token, its discovery
+/// file in `$TMPDIR/gemini/ide/`, fed from `shared`.
+fn start_gemini(shared: &Arc<Shared>) -> Result<Arc<GeminiServer>, String> {
+    let dir = crate::gemini::protocol::discovery_dir_from_env();
+    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .map_err(|e| format!("gemini: cannot listen on 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let server = Arc::new(GeminiServer::new(shared.clone(), token::generate_token(), port, dir));
+    // (The caller entered the runtime.)
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    shared.spawn(crate::gemini::server::accept_loop(listener, server.clone()));
+    let announce = server.clone();
+    shared.spawn(async move {
+        match announce.write_discovery(true).await {
+            Ok(path) => log::info(format!(
+                "gemini: listening on 127.0.0.1:{}, discovery file {}",
+                announce.port,
+                path.display()
+            )),
             Err(e) => announce.core.record_error(e),
         }
     });
@@ -216,6 +246,12 @@ pub fn stop() {
             log::warn(format!("cannot remove the Claude lockfile: {e}"));
         }
     }
+    if let Some(gemini) = &session.gemini {
+        gemini.sessions.end_all();
+        if let Err(e) = lockfile::remove(&gemini.discovery_path()) {
+            log::warn(format!("cannot remove the Gemini discovery file: {e}"));
+        }
+    }
     if let Some(e) = shared.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
         *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
@@ -244,6 +280,7 @@ pub fn status() -> Value {
                 "agents": {
                     "amp": { "enabled": shared.options.agents.amp, "port": shared.port, "lockfile": shared.lockfile_path().to_string_lossy(), "clients": shared.client_count() },
                     "claude": s.claude.as_deref().map_or(json!({ "enabled": false }), crate::claude::server::status),
+                    "gemini": s.gemini.as_deref().map_or(json!({ "enabled": false }), crate::gemini::server::status),
                 },
             })
         }
@@ -273,6 +310,13 @@ pub fn set_workspace_folders(folders: Vec<String>) -> Result<(), String> {
         session.shared.spawn(async move {
             if let Err(e) = claude.write_lockfile(false).await {
                 claude.core.record_error(e);
+            }
+        });
+    }
+    if let Some(gemini) = session.gemini.clone() {
+        session.shared.spawn(async move {
+            if let Err(e) = gemini.write_discovery(false).await {
+                gemini.core.record_error(e);
             }
         });
     }
