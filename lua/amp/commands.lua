@@ -475,10 +475,12 @@ function H.status_text()
   if waiting > 0 then
     parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
   end
-  local claude = status.running and (status.agents or {}).claude
-  if claude and claude.enabled then
-    local n = tonumber(claude.clients) or 0
-    parts[#parts + 1] = ("claude on :%s, %d client%s"):format(claude.port, n, n == 1 and "" or "s")
+  for _, name in ipairs({ "claude", "gemini" }) do
+    local front = status.running and (status.agents or {})[name]
+    if front and front.enabled then
+      local n = tonumber(front.clients) or 0
+      parts[#parts + 1] = ("%s on :%s, %d client%s"):format(name, front.port, n, n == 1 and "" or "s")
+    end
   end
   local err = status.last_error
   if err ~= nil and err ~= vim.NIL then

@@ -26,7 +26,7 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -46,9 +46,10 @@ M.defaults = {
   auto_start = true,
   -- The terminal agents served, all from the same editor state. `claude`
   -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
-  -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port:
-  -- off unless asked for.
-  agents = { amp = true, claude = false },
+  -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port;
+  -- `gemini` (Gemini CLI) writes $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json
+  -- and opens another (:help amp-gemini). Each is off unless asked for.
+  agents = { amp = true, claude = false, gemini = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -239,6 +240,7 @@ function M.validate(config)
     { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
     { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
     { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
+    { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },

@@ -165,9 +165,11 @@ end
 
 --- The environment that attaches an agent started from this Neovim to it:
 --- Claude Code and OpenCode read CLAUDE_CODE_SSE_PORT (OpenCode also
---- OPENCODE_EDITOR_SSE_PORT), Gemini CLI GEMINI_CLI_IDE_SERVER_PORT and
---- GEMINI_CLI_IDE_WORKSPACE_PATH (when the server runs a Gemini front-end,
---- `status().agents.gemini`); loopback must not go through an http proxy.
+--- OPENCODE_EDITOR_SSE_PORT), Gemini CLI GEMINI_CLI_IDE_SERVER_PORT,
+--- GEMINI_CLI_IDE_WORKSPACE_PATH and GEMINI_CLI_IDE_PID (when the server
+--- runs a Gemini front-end, `status().agents.gemini`: with the pid Gemini
+--- picks this Neovim's discovery file first, instead of guessing the editor
+--- from its ancestor processes); loopback must not go through an http proxy.
 --- Empty when the server is not running. `status` defaults to M.status().
 ---@param status? table
 ---@return table<string, string>
@@ -192,6 +194,7 @@ function M.agent_env(status)
     else
       env.GEMINI_CLI_IDE_WORKSPACE_PATH = vim.fn.getcwd()
     end
+    env.GEMINI_CLI_IDE_PID = tostring(tonumber(gemini.pid) or vim.fn.getpid())
   end
   if next(env) then
     for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
@@ -273,7 +276,7 @@ function H.native_opts(config, version)
     write_autocmds = config.edits.write_autocmds,
     max_file_bytes = config.edits.max_file_bytes,
     read_options = H.read_options(),
-    agents = { amp = config.agents.amp, claude = config.agents.claude },
+    agents = { amp = config.agents.amp, claude = config.agents.claude, gemini = config.agents.gemini },
     review_edit_file = config.review.edit_file,
     review_timeout_ms = config.review.timeout_ms,
   }
@@ -393,6 +396,8 @@ function H.create_autocmds()
       if err then
         H.fail("amp: could not update the workspace folders: " .. err, true)
       end
+      -- GEMINI_CLI_IDE_WORKSPACE_PATH follows the workspace.
+      H.agent_env()
     end,
   })
   vim.api.nvim_create_autocmd("OptionSet", {

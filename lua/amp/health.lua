@@ -48,18 +48,22 @@ function H.check_agents(status)
     health.info("the server is not running")
     return
   end
-  for _, name in ipairs({ "amp", "claude" }) do
+  for _, name in ipairs({ "amp", "claude", "gemini" }) do
     local a = agents[name] or {}
     if a.enabled then
-      local lock_ok = a.lockfile and vim.uv.fs_stat(a.lockfile) ~= nil
-      local line = ("%s: port %s, %d client%s, lockfile %s"):format(
+      -- Gemini's is a discovery file, the others' a lockfile.
+      local file = a.lockfile or a.discovery_file
+      local what = a.discovery_file and "discovery file" or "lockfile"
+      local file_ok = file and vim.uv.fs_stat(file) ~= nil
+      local line = ("%s: port %s, %d client%s, %s %s"):format(
         name,
         tostring(a.port),
         tonumber(a.clients) or 0,
         (tonumber(a.clients) or 0) == 1 and "" or "s",
-        tostring(a.lockfile)
+        what,
+        tostring(file)
       )
-      if lock_ok then
+      if file_ok then
         health.ok(line)
       else
         health.warn(line .. " (missing)")

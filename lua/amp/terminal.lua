@@ -118,7 +118,7 @@ function M.env(agent)
   local names = ({
     claude = { "CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
     opencode = { "CLAUDE_CODE_SSE_PORT", "OPENCODE_EDITOR_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
-    gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH" },
+    gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH", "GEMINI_CLI_IDE_PID" },
   })[agent] or {}
   local env = {}
   for _, name in ipairs(names) do
