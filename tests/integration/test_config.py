@@ -18,7 +18,7 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False},
+    "agents": {"amp": True, "claude": False, "gemini": False},
     "notify": {"connections": True},
     "review": {
         "edit_file": False,
@@ -197,6 +197,7 @@ INVALID = [
     ("{ selection = { interval_ms = -5 } }",
      "amp: setup: selection.interval_ms must be a non-negative integer, got -5"),
     ("{ watch = { enabled = 1 } }", "amp: setup: watch.enabled must be a boolean, got 1"),
+    ("{ agents = { gemini = 'yes' } }", 'amp: setup: agents.gemini must be a boolean, got "yes"'),
     ("{ edits = { write_autocmds = 'pre' } }",
      'amp: setup: edits.write_autocmds must be "all", "post" or "none", got "pre"'),
     ("{ review = { edit_file = 'yes' } }", 'amp: setup: review.edit_file must be a boolean, got "yes"'),

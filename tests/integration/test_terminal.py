@@ -153,17 +153,28 @@ def test_gemini_gets_the_port_of_the_gemini_front_end_when_there_is_one(nvim_fac
     ed = nvim_factory(terminal={"cmd": {"gemini": [str(cmd)]}},
                       _extra_env=dict(NO_CI, GEMINI_CLI_IDE_SERVER_PORT=None))
     record_notes(ed)
-    has_gemini = ed.lua("return type((require('amp').status().agents or {}).gemini) == 'table'")
+    assert ed.lua("return require('amp').status().agents.gemini") == {"enabled": False}
     ed.nvim.command("Amp open gemini")
     env = read_env(out)
-    if has_gemini:
-        status = ed.lua("return require('amp').status()")
-        assert env["GEMINI_CLI_IDE_SERVER_PORT"] == str(status["agents"]["gemini"]["port"]), env
-        assert env["GEMINI_CLI_IDE_WORKSPACE_PATH"], env
-    else:
-        assert "GEMINI_CLI_IDE_SERVER_PORT" not in env, env
-        assert notes(ed) == ["amp: gemini starts unattached: this Neovim serves no gemini protocol "
-                             "(see :help amp-terminal)"], notes(ed)
+    assert "GEMINI_CLI_IDE_SERVER_PORT" not in env, env
+    assert notes(ed) == ["amp: gemini starts unattached: this Neovim serves no gemini protocol "
+                         "(see :help amp-terminal)"], notes(ed)
+
+
+def test_gemini_terminal_attaches_to_the_gemini_front_end(nvim_factory, tmp_path):
+    cmd, out = recording_agent(tmp_path)
+    ed = nvim_factory(agents={"amp": True, "gemini": True}, terminal={"cmd": {"gemini": [str(cmd)]}},
+                      _extra_env=dict(NO_CI, GEMINI_CLI_IDE_SERVER_PORT=None, TMPDIR=str(tmp_path)))
+    record_notes(ed)
+    ed.nvim.command("Amp open gemini")
+    env = read_env(out)
+    status = ed.lua("return require('amp').status()")
+    assert env["GEMINI_CLI_IDE_SERVER_PORT"] == str(status["agents"]["gemini"]["port"]), env
+    assert env["GEMINI_CLI_IDE_WORKSPACE_PATH"] == status["agents"]["gemini"]["workspace_path"], env
+    # Gemini prefers the discovery file of the pid it is told.
+    assert env["GEMINI_CLI_IDE_PID"] == str(ed.pid), env
+    assert "CLAUDE_CODE_SSE_PORT" not in env
+    assert notes(ed) == [], notes(ed)
 
 
 def test_the_environment_function_follows_a_gemini_status(nvim_factory):

@@ -1,0 +1,544 @@
+"""The Gemini CLI front-end (agents.gemini): its discovery file, MCP
+Streamable HTTP on a loopback port (POST, the GET event stream, DELETE),
+the editor context it pushes from the one published state, openDiff
+through the review view, and the real Gemini CLI attached to a real
+Neovim."""
+
+import http.client
+import json
+import os
+import socket
+import stat
+import time
+
+import pytest
+
+from conftest import dead_pid, wait_for
+import agents_helpers as ah
+
+SETUP = {"agents": {"amp": True, "gemini": True}}
+
+
+def tmpdir_env(amp_env):
+    """A private $TMPDIR: the discovery directory is $TMPDIR/gemini/ide."""
+    tmp = amp_env.root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp)}
+
+
+def start(nvim_factory, amp_env, **kw):
+    extra = tmpdir_env(amp_env)
+    extra.update(kw.pop("_extra_env", {}))
+    return nvim_factory(**{**SETUP, **kw}, _extra_env=extra)
+
+
+def gemini_status(ed):
+    return ed.lua("return require('amp').status().agents.gemini")
+
+
+def discovery(ed):
+    status = wait_for(lambda: (gemini_status(ed) or {}).get("port") and gemini_status(ed), 10, "the Gemini server")
+    path = ed.env.root / "tmp" / "gemini" / "ide" / f"gemini-ide-server-{ed.pid}-{status['port']}.json"
+    wait_for(path.exists, 10, f"the discovery file {path}")
+    return path, json.loads(path.read_text()), status
+
+
+class Http:
+    """A plain HTTP/1.1 client (http.client): every header is the test's."""
+
+    def __init__(self, port, token, host=None):
+        self.port, self.token = port, token
+        self.host = host or f"127.0.0.1:{port}"
+        self.session = None
+        self.next_id = 0
+
+    def send(self, method, body=None, headers=None, path="/mcp", token=..., timeout=10):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", self.host)
+        token = self.token if token is ... else token
+        if token is not None:
+            conn.putheader("Authorization", f"Bearer {token}")
+        if self.session:
+            conn.putheader("Mcp-Session-Id", self.session)
+        data = json.dumps(body).encode() if isinstance(body, (dict, list)) else (body or b"")
+        if method == "POST":
+            conn.putheader("Content-Type", "application/json")
+            conn.putheader("Accept", "application/json, text/event-stream")
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        if method in ("POST", "PUT") or data:
+            conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data or None)
+        return conn, conn.getresponse()
+
+    def status(self, *args, **kw):
+        conn, resp = self.send(*args, **kw)
+        resp.read()
+        conn.close()
+        return resp.status
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        conn, resp = self.send("POST", msg)
+        body = resp.read()
+        conn.close()
+        assert resp.status == 200, (resp.status, body)
+        if method == "initialize":
+            self.session = resp.getheader("Mcp-Session-Id")
+        return json.loads(body)
+
+    def notify(self, method, params=None):
+        return self.status("POST", {"jsonrpc": "2.0", "method": method, "params": params or {}})
+
+    def initialize(self):
+        init = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                           "clientInfo": {"name": "test", "version": "0"}})
+        assert self.notify("notifications/initialized") == 202
+        return init
+
+    def tool(self, name, arguments):
+        return self.request("tools/call", {"name": name, "arguments": arguments})
+
+
+class Events:
+    """A session's SSE stream (GET /mcp), read event by event."""
+
+    def __init__(self, client, timeout=10):
+        self.conn, self.resp = client.send("GET", headers={"Accept": "text/event-stream"}, timeout=timeout)
+        assert self.resp.status == 200, self.resp.status
+        assert self.resp.getheader("Content-Type") == "text/event-stream"
+        self.seen = []
+        # Messages before this one were returned by wait() or passed over.
+        self.pos = 0
+
+    def next(self):
+        data = []
+        while True:
+            line = self.resp.fp.readline()
+            if not line:
+                return None
+            line = line.decode().rstrip("\n")
+            if line.startswith("data: "):
+                data.append(line[6:])
+            elif line == "" and data:
+                msg = json.loads("\n".join(data))
+                self.seen.append(msg)
+                return msg
+
+    def wait(self, method, where=lambda p: True, timeout=10):
+        """The next message `method` (after the last one returned) matching `where`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in range(self.pos, len(self.seen)):
+                msg = self.seen[i]
+                if msg.get("method") == method and where(msg.get("params")):
+                    self.pos = i + 1
+                    return msg["params"]
+            if time.monotonic() > deadline or self.next() is None:
+                raise AssertionError(f"no {method}; got {self.seen!r}")
+
+    def ended(self):
+        """Whether the server ended the stream (read to its end)."""
+        try:
+            while self.next() is not None:
+                pass
+            return True
+        except (TimeoutError, socket.timeout):
+            return False
+
+    def close(self):
+        self.conn.close()
+
+
+def open_session(ed):
+    path, disc, status = discovery(ed)
+    c = Http(status["port"], disc["authToken"])
+    c.init = c.initialize()
+    return c, disc, status
+
+
+def test_gemini_is_off_by_default(nvim_factory, amp_env):
+    ed = nvim_factory(_extra_env=tmpdir_env(amp_env))
+    assert gemini_status(ed) == {"enabled": False}
+    assert not (amp_env.root / "tmp" / "gemini").exists()
+    assert ed.lua("return vim.env.GEMINI_CLI_IDE_SERVER_PORT") is None
+
+
+def test_discovery_file_is_private_follows_cd_and_goes_on_exit(nvim_factory, amp_env):
+    ide = amp_env.root / "tmp" / "gemini" / "ide"
+    ide.mkdir(parents=True)
+    stale = ide / f"gemini-ide-server-{dead_pid()}-1.json"
+    stale.write_text("{}")
+    alive = ide / f"gemini-ide-server-{os.getpid()}-2.json"
+    alive.write_text("{}")
+    ed = start(nvim_factory, amp_env)
+    path, disc, status = discovery(ed)
+    assert set(disc) == {"port", "workspacePath", "authToken", "ideInfo"}
+    assert disc["port"] == status["port"] and disc["workspacePath"] == str(amp_env.workspace)
+    assert disc["ideInfo"] == {"name": "neovim", "displayName": "Neovim"}
+    assert len(disc["authToken"]) == 43 and disc["authToken"] != ed.lock["authToken"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    assert not stale.exists() and alive.exists()
+    assert status["discovery_file"] == str(path) and status["pid"] == ed.pid
+    assert status["workspace_path"] == str(amp_env.workspace)
+    # Terminals Neovim starts find this server, and this Neovim first.
+    assert ed.lua("return vim.env.GEMINI_CLI_IDE_SERVER_PORT") == str(status["port"])
+    assert ed.lua("return vim.env.GEMINI_CLI_IDE_PID") == str(ed.pid)
+    assert ed.lua("return vim.env.GEMINI_CLI_IDE_WORKSPACE_PATH") == str(amp_env.workspace)
+    other = amp_env.root / "elsewhere"
+    other.mkdir()
+    ed.nvim.command("cd " + str(other))
+    wait_for(lambda: json.loads(path.read_text())["workspacePath"] == str(other), 10, "the file to follow :cd")
+    assert ed.lua("return vim.env.GEMINI_CLI_IDE_WORKSPACE_PATH") == str(other)
+    assert ed.quit() == 0
+    assert not path.exists()
+
+
+def test_amp_stop_removes_the_file_and_ends_the_streams(nvim_factory, amp_env):
+    ed = start(nvim_factory, amp_env)
+    c, disc, status = open_session(ed)
+    events = Events(c)
+    events.wait("ide/contextUpdate")
+    wait_for(lambda: gemini_status(ed)["clients"] == 1, 5, "one Gemini client")
+    path = discovery(ed)[0]
+    ed.nvim.command("Amp stop")
+    assert events.ended(), "the event stream ended with the server"
+    assert not path.exists()
+    with pytest.raises(OSError):
+        c.status("POST", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+
+
+def test_only_loopback_requests_with_the_token_and_no_origin(nvim_factory, amp_env):
+    ed = start(nvim_factory, amp_env)
+    _, disc, status = discovery(ed)
+    port, token = status["port"], disc["authToken"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    ok = Http(port, token)
+    assert ok.status("POST", init, token=None) == 401
+    assert ok.status("POST", init, token="wrong") == 401
+    assert ok.status("POST", init, token=token + "x") == 401
+    assert Http(port, token, host=f"localhost:{port}").status("POST", init) == 200
+    for host in ("evil.test", f"evil.test:{port}", f"127.0.0.1:{port + 1}", "127.0.0.1"):
+        assert Http(port, token, host=host).status("POST", init) == 403, host
+    # Browsers are kept out, whatever their Origin.
+    for origin in ("https://evil.test", f"http://127.0.0.1:{port}", "null"):
+        assert ok.status("POST", init, headers={"Origin": origin}) == 403, origin
+    assert ok.status("POST", init, path="/") == 404
+    assert ok.status("PUT", init) == 405
+    # Requests other than initialize need a live session.
+    assert ok.status("POST", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) == 400
+    ok.session = "no-such-session"
+    assert ok.status("POST", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) == 404
+    assert ok.status("GET") == 404
+    assert ok.status("DELETE") == 404
+    ok.session = None
+    assert ok.status("POST", b"{not json") == 400
+
+
+def test_body_size_limit_and_header_timeout(nvim_factory, amp_env):
+    ed = start(nvim_factory, amp_env, server={"handshake_timeout_ms": 500})
+    c, disc, status = open_session(ed)
+    port = status["port"]
+    # Over MAX_BODY_BYTES (32 MiB): refused from its Content-Length, unread.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {disc['authToken']}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {32 * 1024 * 1024 + 1}\r\n\r\n").encode())
+    assert s.recv(100).startswith(b"HTTP/1.1 413"), "413 Payload Too Large"
+    s.close()
+    # A chunked body that grows past it is cut off too.
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {disc['authToken']}\r\n"
+               f"Transfer-Encoding: chunked\r\n\r\n").encode())
+    chunk = b"x" * (1024 * 1024)
+    try:
+        for _ in range(33):
+            s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+    except OSError:
+        pass
+    assert s.recv(100).startswith(b"HTTP/1.1 413")
+    s.close()
+    # Headers that do not arrive within handshake_timeout_ms: the connection goes.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1")
+    t0 = time.monotonic()
+    got = s.recv(100)
+    assert got == b"" or got.startswith(b"HTTP/1.1 408"), got
+    assert time.monotonic() - t0 < 3
+    s.close()
+    # The server still answers.
+    assert c.request("tools/list")["result"]["tools"]
+
+
+def test_session_and_stream_limits(nvim_factory, amp_env):
+    ed = start(nvim_factory, amp_env)
+    first, disc, status = open_session(ed)
+    # MAX_SSE_STREAMS = 16 streams at once; one per session (409 for a second).
+    clients = [first] + [Http(status["port"], disc["authToken"]) for _ in range(16)]
+    for c in clients[1:]:
+        c.initialize()
+    streams = [Events(c) for c in clients[:16]]
+    assert clients[0].status("GET") == 409
+    assert clients[16].status("GET") == 503
+    wait_for(lambda: gemini_status(ed)["clients"] == 16, 5, "16 streams")
+    streams[0].close()
+    wait_for(lambda: gemini_status(ed)["clients"] == 15, 5, "a stream to close")
+    for s in streams[1:]:
+        s.close()
+    wait_for(lambda: gemini_status(ed)["clients"] == 0, 5, "the streams to close")
+    # MAX_SESSIONS = 32: the 33rd session ends the oldest one without a stream.
+    more = [Http(status["port"], disc["authToken"]) for _ in range(32 - 17 + 1)]
+    for c in more:
+        c.initialize()
+    assert gemini_status(ed)["sessions"] == 32
+    assert first.status("POST", {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}) == 404
+    assert clients[1].request("tools/list")["result"]["tools"]
+    # DELETE ends a session.
+    assert clients[1].status("DELETE") == 200
+    assert clients[1].status("POST", {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}) == 404
+    assert gemini_status(ed)["sessions"] == 31
+
+
+def test_context_updates_carry_the_cursor_and_selection(nvim_factory, amp_env):
+    f = amp_env.workspace / "a.txt"
+    f.write_text("héllo 😀 wörld\nsecond line\nthird\n")
+    g = amp_env.workspace / "b.txt"
+    g.write_text("other\n")
+    ed = start(nvim_factory, amp_env)
+    ed.edit(f)
+    c, disc, status = open_session(ed)
+    assert c.init["result"]["protocolVersion"] == "2025-06-18"
+    assert c.init["result"]["capabilities"]["tools"]
+    assert len(c.session) == 43
+    tools = {t["name"] for t in c.request("tools/list")["result"]["tools"]}
+    assert tools == {"openDiff", "closeDiff"}
+    events = Events(c)
+    # Sent once as soon as the stream opens.
+    first = events.wait("ide/contextUpdate")
+    assert first["workspaceState"]["isTrusted"] is True
+    active = first["workspaceState"]["openFiles"][0]
+    assert active["path"] == str(f) and active["isActive"] is True
+    assert active["cursor"] == {"line": 1, "character": 1}
+    # The cursor after the emoji: byte column 11 is UTF-16 character 8, so 9 1-based.
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 1, 11 })")
+    ed.nvim.input("<Ignore>")
+    moved = events.wait("ide/contextUpdate", lambda p: p["workspaceState"]["openFiles"][0].get("cursor")
+                        == {"line": 1, "character": 9})
+    assert "selectedText" not in moved["workspaceState"]["openFiles"][0]
+    # A Visual selection of lines 2-3.
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
+    ed.nvim.input("Vj")
+    sel = events.wait("ide/contextUpdate",
+                      lambda p: p["workspaceState"]["openFiles"][0].get("selectedText", "").endswith("third"))
+    assert sel["workspaceState"]["openFiles"][0]["selectedText"] == "second line\nthird"
+    assert sel["workspaceState"]["openFiles"][0]["cursor"]["line"] == 3
+    ed.nvim.input("<Esc>")
+    # A second window's file is an open file, older than the active one.
+    ed.nvim.command("vsplit " + str(g))
+    both = events.wait("ide/contextUpdate", lambda p: len(p["workspaceState"]["openFiles"]) == 2)
+    files = both["workspaceState"]["openFiles"]
+    assert files[0]["path"] == str(g) and files[0]["isActive"] is True
+    assert files[1]["path"] == str(f) and files[1]["isActive"] is False
+    assert files[1]["timestamp"] < files[0]["timestamp"]
+    wait_for(lambda: gemini_status(ed)["clients"] == 1, 5, "one Gemini client")
+    ed.nvim.command("Amp status")
+    assert f"gemini on :{status['port']}, 1 client" in ed.messages()
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert f"gemini: port {status['port']}, 1 client, discovery file {status['discovery_file']}" in health, health
+    # DELETE ends the session and its stream.
+    assert c.status("DELETE") == 200
+    assert events.ended()
+    wait_for(lambda: gemini_status(ed)["sessions"] == 0, 5, "no session")
+
+
+def proposal_buffer(ed, path):
+    return wait_for(lambda: ed.lua("""
+        for _, b in ipairs(vim.api.nvim_list_bufs()) do
+          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
+        end
+        return false""", f"[Gemini] {path} (proposed by Gemini)"), 10, "the review's proposal buffer")
+
+
+def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_env):
+    f = amp_env.workspace / "code.py"
+    f.write_text("one\ntwo\nthree\n")
+    ed = start(nvim_factory, amp_env)
+    ed.edit(f)
+    c, disc, status = open_session(ed)
+    events = Events(c)
+    # openDiff answers at once, before any decision.
+    answer = c.tool("openDiff", {"filePath": str(f), "newContent": "one\nTWO\nthree\n"})
+    assert answer["result"] == {"content": []}
+    buf = proposal_buffer(ed, f)
+    assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
+    assert ed.lua("return vim.wo.diff") is True
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'THREE (mine)' })")
+    ed.nvim.command("write")
+    accepted = events.wait("ide/diffAccepted")
+    assert accepted == {"filePath": str(f), "content": "one\nTWO\nTHREE (mine)\n"}
+    # The editor never writes the file: Gemini does.
+    assert f.read_text() == "one\ntwo\nthree\n"
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+
+    # :q in the proposal rejects.
+    c.tool("openDiff", {"filePath": str(f), "newContent": "one\nzwei\nthree\n"})
+    proposal_buffer(ed, f)
+    ed.nvim.command("quit")
+    assert events.wait("ide/diffRejected") == {"filePath": str(f)}
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+
+    # closeDiff (the user decided in Gemini's terminal): the proposal's
+    # current text, the user's edits included; no notification when suppressed.
+    c.tool("openDiff", {"filePath": str(f), "newContent": "uno\n"})
+    buf = proposal_buffer(ed, f)
+    ed.lua("vim.api.nvim_buf_set_lines(..., 0, -1, false, { 'uno', 'dos' })", buf)
+    closed = c.tool("closeDiff", {"filePath": str(f), "suppressNotification": True})
+    assert json.loads(closed["result"]["content"][0]["text"]) == {"content": "uno\ndos\n"}
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    none = c.tool("closeDiff", {"filePath": str(f)})
+    assert json.loads(none["result"]["content"][0]["text"]) == {"content": None}
+    # The next event is the next decision's, not a rejection of the closed one.
+    c.tool("openDiff", {"filePath": str(f), "newContent": "last\n"})
+    proposal_buffer(ed, f)
+    ed.nvim.command("write")
+    assert events.wait("ide/diffAccepted", timeout=10)["content"] == "last\n"
+    assert [m["method"] for m in events.seen if m["method"].startswith("ide/diff")] \
+        == ["ide/diffAccepted", "ide/diffRejected", "ide/diffAccepted"]
+    assert f.read_text() == "one\ntwo\nthree\n"
+    bad = c.tool("openDiff", {"filePath": str(f)})
+    assert bad["error"]["code"] == -32602
+
+
+# The real Gemini CLI ----------------------------------------------------------
+
+needs_gemini = pytest.mark.skipif(not ah.gemini_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
+
+
+def run_gemini(ed, amp_env, turns, extra_env=None):
+    responses = ah.gemini_fake_responses(amp_env.root / "responses.jsonl", turns)
+    env = ah.gemini_home(amp_env.home)
+    env.update(tmpdir_env(amp_env))
+    status = gemini_status(ed)
+    # What a terminal Neovim starts gets (:Amp open gemini).
+    env.update({"GEMINI_CLI_IDE_SERVER_PORT": str(status["port"]), "GEMINI_CLI_IDE_PID": str(ed.pid),
+                "GEMINI_CLI_IDE_WORKSPACE_PATH": status["workspace_path"]})
+    # Inside a container (/.dockerenv, as on CI) Gemini dials
+    # host.docker.internal unless it believes it runs over SSH; here Neovim
+    # is in the same container, on loopback.
+    env["SSH_CONNECTION"] = "127.0.0.1 1 127.0.0.1 22"
+    env.update(extra_env or {})
+    return ah.Tmux(amp_env.root, ah.gemini_argv(responses), env, amp_env.workspace)
+
+
+def review_open(ed):
+    return ed.lua("""
+        for _, b in ipairs(vim.api.nvim_list_bufs()) do
+          if vim.api.nvim_buf_get_name(b):find("(proposed by Gemini)", 1, true) then return b end
+        end
+        return false""")
+
+
+def edit_turn(path, old, new):
+    return [{"functionCall": {"name": "replace", "args": {
+        "file_path": str(path), "old_string": old, "new_string": new, "instruction": "edit"}}}]
+
+
+@needs_gemini
+def test_real_gemini_connects_and_sees_the_selection(nvim_factory, amp_env):
+    f = amp_env.workspace / "notes.txt"
+    f.write_text("alpha\nbeta line\ngamma line\ndelta\n")
+    ed = start(nvim_factory, amp_env)
+    discovery(ed)
+    ed.edit(f)
+    ed.nvim.input("jVj")
+    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    # Gemini's own telemetry, to a local file, records what it sends the
+    # model (the fake responses stand in for the model, not for the CLI).
+    telemetry = amp_env.root / "telemetry.jsonl"
+    tmux = run_gemini(ed, amp_env, [[{"text": "Fine."}]], {
+        "GEMINI_TELEMETRY_ENABLED": "true", "GEMINI_TELEMETRY_TARGET": "local",
+        "GEMINI_TELEMETRY_OUTFILE": str(telemetry), "GEMINI_TELEMETRY_LOG_PROMPTS": "true"})
+    try:
+        try:
+            wait_for(lambda: gemini_status(ed)["clients"] == 1, 60, "the real Gemini CLI to open its event stream")
+        except AssertionError:
+            raise AssertionError("Gemini did not connect; screen:\n" + tmux.screen())
+        tmux.wait_screen("Type your message", 60)
+        tmux.submit("/ide status")
+        tmux.wait_screen("Connected to Neovim", 30)
+        # The contextUpdate reached it: the active file is listed.
+        wait_for(lambda: "notes.txt (active)" in tmux.screen(), 10, "the active file in /ide status")
+        assert gemini_status(ed)["sessions"] == 1
+        tmux.submit("what did I select?")
+        tmux.wait_screen("Fine.", 60)
+
+        def sent_context():
+            # The context is JSON inside the prompt inside the telemetry's
+            # JSON: its quotes and line breaks are escaped several times.
+            flat = (telemetry.read_text() if telemetry.exists() else "").replace("\\", "")
+            return '"activeFile":' in flat and flat
+        try:
+            flat = wait_for(sent_context, 30, "the request with the editor context in Gemini's telemetry")
+        except AssertionError:
+            raise AssertionError("telemetry: " + (telemetry.read_text()[-3000:] if telemetry.exists() else "none"))
+        # What the model is told: the active file, the 1-based cursor (the
+        # end of the Visual line selection: after "gamma line") and the text.
+        assert f'"path": "{f}"' in flat
+        assert '"cursor": {n      "line": 3,n      "character": 11n    }' in flat, flat[-3000:]
+        assert '"selectedText": "beta linengamma line"' in flat, flat[-3000:]
+    finally:
+        tmux.close()
+    wait_for(lambda: gemini_status(ed)["clients"] == 0, 10, "the stream to end with Gemini")
+
+
+@needs_gemini
+def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "story.txt"
+    f.write_text("once\nupon\na time\n")
+    ed = start(nvim_factory, amp_env)
+    discovery(ed)
+    ed.edit(f)
+    tmux = run_gemini(ed, amp_env, [
+        edit_turn(f, "upon", "UPON"),
+        [{"text": "Edited."}],
+        edit_turn(f, "once", "twice"),
+        [{"text": "Understood."}],
+    ])
+    try:
+        wait_for(lambda: gemini_status(ed)["clients"] == 1, 60, "the real Gemini CLI to connect")
+        tmux.wait_screen("Type your message", 60)
+        tmux.submit("capitalize upon")
+        try:
+            buf = wait_for(lambda: review_open(ed), 60, "Gemini's openDiff review in Neovim")
+        except AssertionError:
+            raise AssertionError("no review opened; screen:\n" + tmux.screen())
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
+        ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
+        ed.nvim.command("write")
+        # Gemini writes the file itself, with the user's edit.
+        try:
+            wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Gemini to write the accepted text")
+        except AssertionError:
+            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
+        tmux.wait_screen("Edit  story.txt → Accepted", 30)
+        tmux.wait_screen("Edited.", 60)
+
+        tmux.submit("now change once")
+        buf = wait_for(lambda: review_open(ed), 60, "the second review")
+        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        ed.nvim.command("quit")
+        wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
+        # A rejection cancels the edit: the file stays as it was.
+        # Gemini shows the outcome and cancels the request.
+        tmux.wait_screen("Edit  story.txt → Rejected", 30)
+        tmux.wait_screen("Request cancelled.", 30)
+        assert f.read_text() == "once\nUPON\na good time\n"
+    finally:
+        tmux.close()
