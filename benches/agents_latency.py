@@ -170,18 +170,26 @@ class Editor:
         resp = post.getresponse()
         session = resp.getheader("mcp-session-id")
         resp.read()
-        stream = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=0.2)
-        get_headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-        if session:
-            get_headers["mcp-session-id"] = session
-        stream.request("GET", "/mcp", headers=get_headers)
-        events = stream.getresponse()
+        # The stream is read from the raw socket: http.client's response
+        # refuses every read after one timed out ("cannot read from timed out
+        # object"), and the reader polls with a timeout. Each event is one
+        # chunk, so a chunk holds the whole method name.
+        import socket
+        stream = socket.create_connection(("127.0.0.1", info["port"]))
+        stream.sendall((f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{info['port']}\r\n"
+                        f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n"
+                        f"mcp-session-id: {session}\r\n\r\n").encode())
+        stream.settimeout(0.2)
+        self.sockets.append(stream)
 
         def recv():
             try:
-                return events.readline().decode("utf-8", "replace")
-            except OSError:
+                data = stream.recv(65536)
+            except socket.timeout:
                 raise TimeoutError from None
+            if not data:
+                raise EOFError("the event stream ended")
+            return data.decode("utf-8", "replace")
 
         self._reader("gemini", recv, "ide/contextUpdate")
 
