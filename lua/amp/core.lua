@@ -195,6 +195,9 @@ function M.agent_env(status)
       env.GEMINI_CLI_IDE_WORKSPACE_PATH = vim.fn.getcwd()
     end
     env.GEMINI_CLI_IDE_PID = tostring(tonumber(gemini.pid) or vim.fn.getpid())
+    if H.gemini_needs_same_container_hint() then
+      env.REMOTE_CONTAINERS = "true"
+    end
   end
   if next(env) then
     for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
@@ -209,6 +212,24 @@ function M.agent_env(status)
     end
   end
   return env
+end
+
+--- Inside a container (`/.dockerenv`, `/run/.containerenv`) Gemini CLI dials
+--- `host.docker.internal`, where an IDE outside the container would listen,
+--- unless it runs over SSH (`SSH_CONNECTION`) or in a dev container
+--- (`REMOTE_CONTAINERS`, `VSCODE_REMOTE_CONTAINERS_SESSION`). A terminal of
+--- this Neovim shares its container, so its server is on 127.0.0.1: say
+--- so with `REMOTE_CONTAINERS`, which Gemini CLI 0.61 reads for nothing else.
+---@return boolean
+function H.gemini_needs_same_container_hint()
+  for _, name in ipairs({ "SSH_CONNECTION", "VSCODE_REMOTE_CONTAINERS_SESSION", "REMOTE_CONTAINERS" }) do
+    local value = H.env_before(name)
+    if value and value ~= "" then
+      return false
+    end
+  end
+  local uv = vim.uv or vim.loop
+  return uv.fs_stat("/.dockerenv") ~= nil or uv.fs_stat("/run/.containerenv") ~= nil
 end
 
 -- Variables this plugin set in Neovim's environment: name -> { before = value

@@ -199,6 +199,21 @@ def test_discovery_file_is_private_follows_cd_and_goes_on_exit(nvim_factory, amp
     assert not path.exists()
 
 
+def test_in_a_container_terminals_are_told_gemini_shares_it(nvim_factory, amp_env):
+    in_container = os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+    ed = start(nvim_factory, amp_env, _extra_env={"SSH_CONNECTION": "", "REMOTE_CONTAINERS": ""})
+    discovery(ed)
+    assert ed.lua("return vim.env.REMOTE_CONTAINERS") == ("true" if in_container else "")
+    assert ed.lua("return require('amp.core').agent_env().REMOTE_CONTAINERS") == ("true" if in_container else None)
+    # Over SSH Gemini dials 127.0.0.1 already: nothing is added, and a stop
+    # gives the variable its value from before.
+    ed.lua("vim.env.SSH_CONNECTION = '10.0.0.1 5 10.0.0.2 22'")
+    assert "REMOTE_CONTAINERS" not in ed.lua("return require('amp.core').agent_env()")
+    ed.lua("require('amp').stop()")
+    # Empty before; Neovim's setenv() of "" unsets it.
+    assert ed.lua("return vim.env.REMOTE_CONTAINERS") in ("", None)
+
+
 def test_amp_stop_removes_the_file_and_ends_the_streams(nvim_factory, amp_env):
     ed = start(nvim_factory, amp_env)
     c, disc, status = open_session(ed)
@@ -423,14 +438,15 @@ def run_gemini(ed, amp_env, turns, extra_env=None):
     responses = ah.gemini_fake_responses(amp_env.root / "responses.jsonl", turns)
     env = ah.gemini_home(amp_env.home)
     env.update(tmpdir_env(amp_env))
+    # What a terminal Neovim starts gets (:Amp open gemini): the plugin's
+    # agent variables, REMOTE_CONTAINERS included when this runs in a
+    # container (as on CI), without which Gemini dials host.docker.internal.
+    agent_env = ed.lua("return require('amp.core').agent_env()")
     status = gemini_status(ed)
-    # What a terminal Neovim starts gets (:Amp open gemini).
-    env.update({"GEMINI_CLI_IDE_SERVER_PORT": str(status["port"]), "GEMINI_CLI_IDE_PID": str(ed.pid),
-                "GEMINI_CLI_IDE_WORKSPACE_PATH": status["workspace_path"]})
-    # Inside a container (/.dockerenv, as on CI) Gemini dials
-    # host.docker.internal unless it believes it runs over SSH; here Neovim
-    # is in the same container, on loopback.
-    env["SSH_CONNECTION"] = "127.0.0.1 1 127.0.0.1 22"
+    assert agent_env["GEMINI_CLI_IDE_SERVER_PORT"] == str(status["port"])
+    assert agent_env["GEMINI_CLI_IDE_PID"] == str(ed.pid)
+    assert agent_env["GEMINI_CLI_IDE_WORKSPACE_PATH"] == status["workspace_path"]
+    env.update(agent_env)
     env.update(extra_env or {})
     return ah.Tmux(amp_env.root, ah.gemini_argv(responses), env, amp_env.workspace)
 
