@@ -28,8 +28,33 @@ pub struct Proposal {
     pub agent: &'static str,
 }
 
-/// The largest file a review reads from disk for its left side.
+/// The largest file a review reads from disk for its left side, and the
+/// largest proposed text it shows.
 pub const MAX_REVIEW_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reviews waiting for a decision at once, all agents together: each is a
+/// tab with two buffers, so an agent's flood of proposals is refused
+/// (with a reason) instead of filling the editor.
+pub const MAX_OPEN_REVIEWS: usize = 32;
+
+/// Whether `proposal` may be shown while `open` reviews wait (one of the
+/// same name is replaced, so it does not count): `Err(reason)` otherwise.
+pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), String> {
+    if proposal.proposed.len() as u64 > MAX_REVIEW_BYTES {
+        return Err(format!(
+            "cannot review {}: the proposed text is {} bytes, more than a review shows ({MAX_REVIEW_BYTES})",
+            proposal.path.display(),
+            proposal.proposed.len()
+        ));
+    }
+    if !replaces && open >= MAX_OPEN_REVIEWS {
+        return Err(format!(
+            "cannot review {}: {open} reviews wait for a decision already (at most {MAX_OPEN_REVIEWS})",
+            proposal.path.display()
+        ));
+    }
+    Ok(())
+}
 
 /// The original text of a proposal whose `original` is `None`: the file on
 /// disk (lossy UTF-8: the view only shows it), empty when the file does not
@@ -62,6 +87,19 @@ mod tests {
 
     fn proposal(path: PathBuf, original: Option<&str>) -> Proposal {
         Proposal { name: "t".into(), path, original: original.map(Into::into), proposed: "new\n".into(), agent: "Amp" }
+    }
+
+    #[test]
+    fn proposals_over_the_size_or_past_the_count_are_refused_with_a_reason() {
+        let p = proposal(PathBuf::from("/w/a.txt"), None);
+        assert_eq!(admit(&p, 0, false), Ok(()));
+        assert_eq!(admit(&p, MAX_OPEN_REVIEWS - 1, false), Ok(()));
+        let full = admit(&p, MAX_OPEN_REVIEWS, false).unwrap_err();
+        assert!(full.contains("32 reviews wait") && full.contains("/w/a.txt"), "{full}");
+        // Replacing a review of the same name adds none.
+        assert_eq!(admit(&p, MAX_OPEN_REVIEWS, true), Ok(()));
+        let big = Proposal { proposed: "x".repeat(MAX_REVIEW_BYTES as usize + 1), ..p };
+        assert!(admit(&big, 0, false).unwrap_err().contains("more than a review shows"));
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use tokio::sync::oneshot;
 
 use crate::core::editor::EditorError;
-use crate::core::review::{original_text, Decision, Proposal};
+use crate::core::review::{admit, original_text, Decision, Proposal};
 use crate::nvim::bridge::on_main;
 use crate::nvim::lua as nvim;
 
@@ -58,7 +58,14 @@ fn call<A: mlua::IntoLuaMulti, R: mlua::FromLuaMulti>(name: &str, args: A) -> Re
 pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
     let original = original_text(&proposal).await.map_err(EditorError::Refused)?;
     let (tx, rx) = oneshot::channel();
-    if let Some(old) = with_pending(|p| p.insert(proposal.name.clone(), tx)) {
+    // Counted and registered in one step: concurrent proposals cannot
+    // together pass the limit.
+    let replaced = with_pending(|p| {
+        admit(&proposal, p.len(), p.contains_key(&proposal.name))?;
+        Ok(p.insert(proposal.name.clone(), tx))
+    })
+    .map_err(EditorError::Refused)?;
+    if let Some(old) = replaced {
         let _ = old.send(Decision::Rejected);
     }
     let name = proposal.name.clone();

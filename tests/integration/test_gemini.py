@@ -15,6 +15,7 @@ import pytest
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
+from resilience_helpers import amp_log
 
 SETUP = {"agents": {"amp": True, "gemini": True}}
 
@@ -377,6 +378,37 @@ def proposal_buffer(ed, path):
           if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
         end
         return false""", f"[Gemini] {path} (proposed by Gemini)"), 10, "the review's proposal buffer")
+
+
+def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nvim_factory, amp_env):
+    ed = start(nvim_factory, amp_env)
+    c, disc, status = open_session(ed)
+    events = Events(c)
+    limit = 32  # core::review::MAX_OPEN_REVIEWS, :help amp-review
+    files = [amp_env.workspace / f"f{i}.txt" for i in range(limit + 1)]
+    for f in files[:limit]:
+        assert c.tool("openDiff", {"filePath": str(f), "newContent": "new\n"})["result"] == {"content": []}
+    proposal_buffer(ed, files[limit - 1])
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    # One more: not shown, and Gemini is not left waiting for it.
+    c.tool("openDiff", {"filePath": str(files[limit]), "newContent": "new\n"})
+    assert events.wait("ide/diffRejected") == {"filePath": str(files[limit])}
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    wait_for(lambda: "32 reviews wait for a decision already" in amp_log(ed), 5, "the reason in the log")
+    # A new proposal for a file under review replaces its review: allowed.
+    c.tool("openDiff", {"filePath": str(files[0]), "newContent": "newer\n"})
+    buf = proposal_buffer(ed, files[0])
+    wait_for(lambda: ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["newer"], 5,
+             "the replaced proposal")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    # A proposed text over 16 MiB is refused; the count is unchanged.
+    c.tool("closeDiff", {"filePath": str(files[1])})
+    big = "x" * (16 * 1024 * 1024 + 1)
+    c.tool("openDiff", {"filePath": str(files[limit]), "newContent": big})
+    assert events.wait("ide/diffRejected", lambda p: p["filePath"] == str(files[limit])) \
+        == {"filePath": str(files[limit])}
+    wait_for(lambda: "more than a review shows" in amp_log(ed), 5, "the size reason in the log")
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == limit
 
 
 def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_env):
