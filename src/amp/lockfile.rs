@@ -106,13 +106,31 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     match parent {
         Some(parent) => {
             let amp = open_dir_nofollow(None, parent)?;
-            amp.set_permissions(Permissions::from_mode(0o700))?;
+            make_private(&amp, parent)?;
             let name = dir.file_name().ok_or_else(|| io::Error::other(format!("{} has no name", dir.display())))?;
             let ide = open_dir_nofollow(Some(&amp), Path::new(name)).map_err(|e| named(dir, e))?;
-            ide.set_permissions(Permissions::from_mode(0o700))
+            make_private(&ide, dir)
         }
-        None => open_dir_nofollow(None, dir)?.set_permissions(Permissions::from_mode(0o700)),
+        None => make_private(&open_dir_nofollow(None, dir)?, dir),
     }
+}
+
+/// Mode 0700 on the open directory `path`, which must be ours: a directory
+/// another user made first (Gemini's is under the shared `$TMPDIR`) could
+/// be emptied, renamed or swapped by them, secret files and all. Root could
+/// chmod it anyway, so ownership is checked, not left to `fchmod`.
+fn make_private(dir: &File, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let owner = dir.metadata()?.uid();
+    if owner != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} belongs to another user (uid {owner}): the lockfile directory must be yours", path.display()),
+        ));
+    }
+    dir.set_permissions(Permissions::from_mode(0o700))
 }
 
 /// An error naming `path` when it is a symbolic link (absent is fine).
@@ -324,6 +342,24 @@ mod tests {
         ensure_dir(&ide).unwrap();
         assert_eq!(mode(&ide), 0o700);
         assert_eq!(mode(&amp), 0o700);
+    }
+
+    #[test]
+    fn ensure_dir_refuses_a_directory_of_another_user() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // only root can give a directory to another user here
+        }
+        let t = TempDir::new("ensure-owner");
+        let shared = t.0.join("gemini");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+        let e = ensure_dir(&shared.join("ide")).unwrap_err();
+        assert!(e.to_string().contains("belongs to another user (uid 65534)"), "{e}");
+        assert_eq!(mode(&shared), 0o777);
+        assert!(write_named(&shared.join("ide"), &shared.join("ide").join("x.json"), b"{}").is_err());
+        assert!(!shared.join("ide").join("x.json").exists());
     }
 
     #[test]

@@ -215,6 +215,22 @@ def test_in_a_container_terminals_are_told_gemini_shares_it(nvim_factory, amp_en
     assert ed.lua("return vim.env.REMOTE_CONTAINERS") in ("", None)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a directory to another user")
+def test_no_discovery_file_in_a_gemini_directory_of_another_user(nvim_factory, amp_env):
+    # Another user made $TMPDIR/gemini first (it is shared): they could
+    # swap or empty it, so the token is not written there, and status says why.
+    shared = amp_env.root / "tmp" / "gemini"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    os.chown(shared, 65534, 65534)
+    ed = start(nvim_factory, amp_env)
+    status = wait_for(lambda: (gemini_status(ed) or {}).get("port") and gemini_status(ed), 10, "the Gemini server")
+    error = wait_for(lambda: ed.lua("return require('amp').status().last_error"), 10, "the error in status()")
+    assert "cannot write the Gemini lockfile" in error and "belongs to another user (uid 65534)" in error, error
+    assert not list(shared.rglob("*.json"))
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o777
+
+
 def test_amp_stop_removes_the_file_and_ends_the_streams(nvim_factory, amp_env):
     ed = start(nvim_factory, amp_env)
     c, disc, status = open_session(ed)
