@@ -413,9 +413,14 @@ def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nv
     wait_for(lambda: "32 reviews wait for a decision already" in amp_log(ed), 5, "the reason in the log")
     # A new proposal for a file under review replaces its review: allowed.
     c.tool("openDiff", {"filePath": str(files[0]), "newContent": "newer\n"})
-    buf = proposal_buffer(ed, files[0])
-    wait_for(lambda: ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["newer"], 5,
-             "the replaced proposal")
+    # The old proposal's buffer goes, a new one comes: looked up each time.
+    wait_for(lambda: ed.lua("""
+        for _, b in ipairs(vim.api.nvim_list_bufs()) do
+          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then
+            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
+          end
+        end
+        return false""", f"[Gemini] {files[0]} (proposed by Gemini)") == ["newer"], 5, "the replaced proposal")
     assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
     # A proposed text over 16 MiB is refused; the count is unchanged.
     c.tool("closeDiff", {"filePath": str(files[1])})
