@@ -306,26 +306,43 @@ impl Shared {
 
 /// Accepts connections until the server stops; each gets its own task.
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        tokio::select! {
-            () = shared.room_for_a_handshake() => {}
-            () = shared.closing.cancelled() => return,
-        }
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    log::limited("connection from", log::Level::Debug, format!("connection from {peer}"));
-                    let slot = shared.begin_handshake();
-                    shared.spawn(super::connection::serve(stream, shared.clone(), slot));
-                }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    log::limited("accept failed", log::Level::Warn, format!("accept failed: {e}"));
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            },
-            () = shared.closing.cancelled() => return,
+    let server = shared.clone();
+    shared
+        .accept_connections(listener, "amp", move |stream, slot| super::connection::serve(stream, server.clone(), slot))
+        .await
+}
+
+impl Shared {
+    /// Accepts connections until shutdown for one protocol's listener, all
+    /// protocols under the same handshake limits: a connection is accepted
+    /// only when a pending-handshake slot is free, holds it until `serve`
+    /// drops it, and is served as one of the server's tasks.
+    pub async fn accept_connections<F, Fut>(self: &Arc<Self>, listener: TcpListener, protocol: &'static str, serve: F)
+    where
+        F: Fn(tokio::net::TcpStream, HandshakeSlot) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        loop {
+            tokio::select! {
+                () = self.room_for_a_handshake() => {}
+                () = self.closing.cancelled() => return,
+            }
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let _ = stream.set_nodelay(true);
+                        log::limited("connection from", log::Level::Debug, format!("{protocol}: connection from {peer}"));
+                        let slot = self.begin_handshake();
+                        self.spawn(serve(stream, slot));
+                    }
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        log::limited("accept failed", log::Level::Warn, format!("{protocol}: accept failed: {e}"));
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                },
+                () = self.closing.cancelled() => return,
+            }
         }
     }
 }

@@ -109,26 +109,7 @@ impl ClaudeServer {
 /// Accepts connections until shutdown, under the Amp server's handshake limits.
 pub async fn accept_loop(listener: TcpListener, server: Arc<ClaudeServer>) {
     let core = server.core.clone();
-    loop {
-        tokio::select! {
-            () = core.room_for_a_handshake() => {}
-            () = core.closing.cancelled() => return,
-        }
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let slot = core.begin_handshake();
-                    core.spawn(serve(stream, server.clone(), slot));
-                }
-                Err(e) => {
-                    log::limited("accept failed", log::Level::Warn, format!("claude: accept failed: {e}"));
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            () = core.closing.cancelled() => return,
-        }
-    }
+    core.accept_connections(listener, "claude", move |stream, slot| serve(stream, server.clone(), slot)).await
 }
 
 async fn serve(stream: TcpStream, server: Arc<ClaudeServer>, slot: HandshakeSlot) {

@@ -3,7 +3,7 @@
 //! through the core's [`Editor`] (Neovim's is `nvim::editor::Neovim`; the
 //! tests use `core::fake_editor`), the same one the Amp protocol uses.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
@@ -11,7 +11,7 @@ use super::protocol::{self, severity_name};
 use crate::amp::context::RawSelection;
 use crate::core::editor::{Editor, EditorError, TextToSelect};
 use crate::core::review::{Decision, Proposal};
-use crate::core::uri::{file_uri_to_path, path_to_file_uri};
+use crate::core::uri::path_to_file_uri;
 use crate::mcp;
 
 /// What a request needs besides the editor.
@@ -45,28 +45,6 @@ fn text(value: &Value) -> Value {
 
 fn plain(message: &str) -> Value {
     mcp::text_content(&[message], false)
-}
-
-fn string_arg(args: &Map<String, Value>, name: &str) -> Result<String, (i64, String)> {
-    match args.get(name) {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        _ => Err((mcp::INVALID_PARAMS, format!("{name} must be a non-empty string"))),
-    }
-}
-
-/// A path argument made absolute against the first workspace folder.
-fn path_arg(args: &Map<String, Value>, name: &str, cx: &Context<'_>) -> Result<PathBuf, (i64, String)> {
-    let raw = string_arg(args, name)?;
-    let path = if raw.starts_with("file://") {
-        file_uri_to_path(&raw).map_err(|e| (mcp::INVALID_PARAMS, format!("{name}: {e}")))?
-    } else {
-        PathBuf::from(&raw)
-    };
-    Ok(if path.is_absolute() {
-        path
-    } else {
-        Path::new(cx.workspace_folders.first().map(String::as_str).unwrap_or("/")).join(path)
-    })
 }
 
 /// An editor call's two failures (the editor is gone, or the call failed
@@ -108,7 +86,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "getDiagnostics" => {
             let path = match args.get("uri") {
-                Some(Value::String(s)) if !s.is_empty() => Some(path_arg(args, "uri", cx)?),
+                Some(Value::String(s)) if !s.is_empty() => Some(mcp::path_arg(args, "uri", &cx.workspace_folders)?),
                 _ => None,
             };
             let found = answered(cx.editor.diagnostics(path.map(|p| vec![p])).await)?;
@@ -136,7 +114,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             Ok(text(&Value::Array(list)))
         }
         "checkDocumentDirty" => {
-            let path = path_arg(args, "filePath", cx)?;
+            let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let shown = path.to_string_lossy().into_owned();
             Ok(text(&match answered(cx.editor.buffer_modified(path).await)? {
                 Some(dirty) => json!({ "success": true, "filePath": shown, "isDirty": dirty, "isUntitled": false }),
@@ -144,7 +122,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             }))
         }
         "saveDocument" => {
-            let path = path_arg(args, "filePath", cx)?;
+            let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let shown = path.to_string_lossy().into_owned();
             Ok(text(&match cx.editor.save_buffer(path).await {
                 Ok(Some(())) => {
@@ -158,7 +136,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             }))
         }
         "openFile" => {
-            let path = path_arg(args, "filePath", cx)?;
+            let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let shown = path.to_string_lossy().into_owned();
             let select = match args.get("startText") {
                 Some(Value::String(start)) if !start.is_empty() => Some(TextToSelect {
@@ -185,12 +163,13 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         "openDiff" => {
             // new_file_path is the file Claude will write (the same as
             // old_file_path when editing); the review compares against it.
-            let path = path_arg(args, "new_file_path", cx).or_else(|_| path_arg(args, "old_file_path", cx))?;
+            let path = mcp::path_arg(args, "new_file_path", &cx.workspace_folders)
+                .or_else(|_| mcp::path_arg(args, "old_file_path", &cx.workspace_folders))?;
             let contents = match args.get("new_file_contents") {
                 Some(Value::String(s)) => s.clone(),
                 _ => return Err((mcp::INVALID_PARAMS, "new_file_contents must be a string".into())),
             };
-            let tab_name = string_arg(args, "tab_name")?;
+            let tab_name = mcp::string_arg(args, "tab_name")?;
             // FILE_SAVED carries the final text: Claude writes the file
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
             // a rejection is always DIFF_REJECTED.
@@ -202,7 +181,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             })
         }
         "close_tab" => {
-            let tab_name = string_arg(args, "tab_name")?;
+            let tab_name = mcp::string_arg(args, "tab_name")?;
             answered(cx.editor.close_review(tab_name).await)?;
             Ok(plain("TAB_CLOSED"))
         }
@@ -220,6 +199,7 @@ mod tests {
     use crate::core::editor::RawDiagnostic;
     use crate::core::fake_editor::{unix_format, Call, FakeEditor};
     use std::future::Future;
+    use std::path::Path;
 
     /// `/w/a.rs` (modified, current) and `/w/b.rs` loaded; three diagnostics.
     fn fake() -> FakeEditor {

@@ -74,31 +74,12 @@ impl GeminiServer {
 }
 
 /// Accepts connections until shutdown, under the Amp server's handshake limits.
+/// The sessions end with the server (their event streams close).
 pub async fn accept_loop(listener: TcpListener, server: Arc<GeminiServer>) {
     let core = server.core.clone();
-    loop {
-        tokio::select! {
-            () = core.room_for_a_handshake() => {}
-            () = core.closing.cancelled() => return,
-        }
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let slot = core.begin_handshake();
-                    core.spawn(serve(stream, server.clone(), slot));
-                }
-                Err(e) => {
-                    log::limited("accept failed", log::Level::Warn, format!("gemini: accept failed: {e}"));
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            () = core.closing.cancelled() => {
-                server.sessions.end_all();
-                return;
-            }
-        }
-    }
+    let serving = server.clone();
+    core.accept_connections(listener, "gemini", move |stream, slot| serve(stream, serving.clone(), slot)).await;
+    server.sessions.end_all();
 }
 
 /// One connection: HTTP/1.1 with keep-alive. It counts as a pending

@@ -105,20 +105,6 @@ pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Va
     }
 }
 
-/// A path argument, made absolute against the first workspace folder.
-fn path_arg(args: &Map<String, Value>, name: &str, cx: &Context<'_>) -> Result<PathBuf, (i64, String)> {
-    let raw = match args.get(name) {
-        Some(Value::String(s)) if !s.is_empty() => s,
-        _ => return Err((mcp::INVALID_PARAMS, format!("{name} must be a non-empty string"))),
-    };
-    let path = PathBuf::from(raw);
-    Ok(if path.is_absolute() {
-        path
-    } else {
-        Path::new(cx.workspace_folders.first().map(String::as_str).unwrap_or("/")).join(path)
-    })
-}
-
 /// An editor call's answer, its failures (a refusal included) as MCP errors.
 fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
     r.map_err(|e| (mcp::INTERNAL_ERROR, e.to_string()))
@@ -127,7 +113,7 @@ fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
 async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
     match name {
         "openDiff" => {
-            let path = path_arg(args, "filePath", cx)?;
+            let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let proposed = match args.get("newContent") {
                 Some(Value::String(s)) => s.clone(),
                 _ => return Err((mcp::INVALID_PARAMS, "newContent must be a string".into())),
@@ -159,7 +145,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             Ok(json!({ "content": [] }))
         }
         "closeDiff" => {
-            let path = path_arg(args, "filePath", cx)?;
+            let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let name = review_name(&path);
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
                 cx.diffs.suppress(&path);

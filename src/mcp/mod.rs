@@ -133,6 +133,34 @@ pub fn tool_call(params: &Value) -> Result<(String, Map<String, Value>), String>
     Ok((name.to_owned(), arguments))
 }
 
+/// A tool's string argument `name`, which must be non-empty.
+pub fn string_arg(args: &Map<String, Value>, name: &str) -> Result<String, (i64, String)> {
+    match args.get(name) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err((INVALID_PARAMS, format!("{name} must be a non-empty string"))),
+    }
+}
+
+/// A tool's path argument `name` (a path or a `file://` URI), made absolute
+/// against the first of `workspace_folders` (`/` without one).
+pub fn path_arg(
+    args: &Map<String, Value>,
+    name: &str,
+    workspace_folders: &[String],
+) -> Result<std::path::PathBuf, (i64, String)> {
+    let raw = string_arg(args, name)?;
+    let path = if raw.starts_with("file://") {
+        crate::core::uri::file_uri_to_path(&raw).map_err(|e| (INVALID_PARAMS, format!("{name}: {e}")))?
+    } else {
+        std::path::PathBuf::from(&raw)
+    };
+    Ok(if path.is_absolute() {
+        path
+    } else {
+        std::path::Path::new(workspace_folders.first().map(String::as_str).unwrap_or("/")).join(path)
+    })
+}
+
 /// A tool result whose content is the given texts, in order.
 pub fn text_content(texts: &[&str], is_error: bool) -> Value {
     let content: Vec<Value> = texts.iter().map(|t| json!({ "type": "text", "text": t })).collect();
