@@ -63,6 +63,18 @@ pub fn utf16_to_byte_col(line: &[u8], utf16_col: usize) -> usize {
     result
 }
 
+/// `s` cut to at most `max` bytes, on a character boundary.
+pub fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -119,18 +119,6 @@ pub fn close_diff_text(content: Option<&str>) -> String {
     json!({ "content": content }).to_string()
 }
 
-/// `s` cut to at most `max` bytes, on a character boundary.
-pub fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// When each file was last the active one, or first seen (milliseconds
 /// since the epoch): Gemini orders `openFiles` by `timestamp` and treats
 /// the newest as the active file only if it says `isActive`.
@@ -157,7 +145,7 @@ pub fn context_update(
         });
         if !sel.cursor_only {
             let text = sel.regions.iter().map(|r| r.content(false)).collect::<Vec<_>>().join("\n");
-            file["selectedText"] = json!(cut(&text, MAX_SELECTED_TEXT_BYTES));
+            file["selectedText"] = json!(crate::core::text::cut(&text, MAX_SELECTED_TEXT_BYTES));
         }
         files.push((now_ms, file));
     }
@@ -270,7 +258,7 @@ mod tests {
         let v = context_update(Some(&big), &[], &mut Recency::default(), 5);
         let text = v["workspaceState"]["openFiles"][0]["selectedText"].as_str().unwrap();
         assert_eq!(text.len(), MAX_SELECTED_TEXT_BYTES);
-        assert_eq!(cut("aé", 2), "a");
+        assert_eq!(crate::core::text::cut("aé", 2), "a");
     }
 
     #[test]

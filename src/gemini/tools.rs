@@ -91,18 +91,11 @@ pub fn review_name(path: &Path) -> String {
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
 pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
-    match method {
-        "initialize" => Ok(mcp::initialize_result(params, "amp.nvim", env!("CARGO_PKG_VERSION"))),
-        "ping" => Ok(json!({})),
-        "tools/list" => Ok(protocol::tools()),
-        "tools/call" => {
-            let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
-            call(&name, &args, cx).await
-        }
-        "resources/list" => Ok(json!({ "resources": [] })),
-        "prompts/list" => Ok(json!({ "prompts": [] })),
-        other => Err((mcp::METHOD_NOT_FOUND, format!("method not found: {other}"))),
+    if let Some(answer) = mcp::standard_answer(method, params, protocol::tools) {
+        return answer;
     }
+    let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
+    call(&name, &args, cx).await
 }
 
 /// An editor call's answer, its failures (a refusal included) as MCP errors.

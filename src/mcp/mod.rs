@@ -133,6 +133,27 @@ pub fn tool_call(params: &Value) -> Result<(String, Map<String, Value>), String>
     Ok((name.to_owned(), arguments))
 }
 
+/// The answer to a request every MCP server of ours treats alike
+/// (`initialize`, `ping`, `tools/list` with `tools`, empty resource and
+/// prompt lists, method not found); `None` for `tools/call`, which is the
+/// protocol's own.
+pub fn standard_answer(
+    method: &str,
+    params: &Value,
+    tools: impl FnOnce() -> Value,
+) -> Option<Result<Value, (i64, String)>> {
+    Some(match method {
+        "initialize" => Ok(initialize_result(params, "amp.nvim", env!("CARGO_PKG_VERSION"))),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(tools()),
+        "tools/call" => return None,
+        // Listing nothing is better than an error for clients that ask.
+        "resources/list" => Ok(json!({ "resources": [] })),
+        "prompts/list" => Ok(json!({ "prompts": [] })),
+        other => Err((METHOD_NOT_FOUND, format!("method not found: {other}"))),
+    })
+}
+
 /// A tool's string argument `name`, which must be non-empty.
 pub fn string_arg(args: &Map<String, Value>, name: &str) -> Result<String, (i64, String)> {
     match args.get(name) {

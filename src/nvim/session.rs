@@ -120,18 +120,23 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     Ok(info)
 }
 
+/// A listener on 127.0.0.1 on a port the system picks, for a front-end
+/// (`protocol` names it in errors); the caller has entered the runtime.
+fn listen_on_loopback(protocol: &str) -> Result<(tokio::net::TcpListener, u16), String> {
+    let cannot = |e: std::io::Error| format!("{protocol}: cannot listen on 127.0.0.1: {e}");
+    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).map_err(cannot)?;
+    let port = listener.local_addr().map_err(cannot)?.port();
+    listener.set_nonblocking(true).map_err(cannot)?;
+    Ok((tokio::net::TcpListener::from_std(listener).map_err(cannot)?, port))
+}
+
 /// The Claude Code front-end: its own loopback port and token, its lockfile
 /// in `~/.claude/ide/` (or `$CLAUDE_CONFIG_DIR/ide/`), fed from `shared`.
 fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
     let lock_dir = crate::claude::protocol::lock_dir_from_env()
         .ok_or("cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
-    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .map_err(|e| format!("claude: cannot listen on 127.0.0.1: {e}"))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let (listener, port) = listen_on_loopback("claude")?;
     let server = Arc::new(ClaudeServer::new(shared.clone(), token::generate_token(), port, lock_dir));
-    // (The caller entered the runtime.)
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     shared.spawn(crate::claude::server::accept_loop(listener, server.clone()));
     let announce = server.clone();
     shared.spawn(async move {
@@ -149,13 +154,8 @@ fn start_claude(shared: &Arc<Shared>) -> Result<Arc<ClaudeServer>, String> {
 /// file in `$TMPDIR/gemini/ide/`, fed from `shared`.
 fn start_gemini(shared: &Arc<Shared>) -> Result<Arc<GeminiServer>, String> {
     let dir = crate::gemini::protocol::discovery_dir_from_env();
-    let listener = StdListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .map_err(|e| format!("gemini: cannot listen on 127.0.0.1: {e}"))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let (listener, port) = listen_on_loopback("gemini")?;
     let server = Arc::new(GeminiServer::new(shared.clone(), token::generate_token(), port, dir));
-    // (The caller entered the runtime.)
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     shared.spawn(crate::gemini::server::accept_loop(listener, server.clone()));
     let announce = server.clone();
     shared.spawn(async move {

@@ -126,17 +126,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn truncate_for_log(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// The largest stdout line accepted from a child (one JSON message).
 const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
 /// The largest stderr line read from a child; longer ones are cut.
@@ -383,7 +372,7 @@ impl ChildConn {
                             if !text.is_empty() {
                                 crate::core::log::info(format!(
                                     "openctx: {label} stderr: {}",
-                                    truncate_for_log(text, 2000)
+                                    crate::core::text::cut(text, 2000)
                                 ));
                             }
                         }
@@ -552,7 +541,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
             crate::core::log::warn(format!(
                 "openctx: {}: not a JSON message on stdout: {}",
                 shared.label,
-                truncate_for_log(&text, 500)
+                crate::core::text::cut(&text, 500)
             ));
             return;
         }
