@@ -4,9 +4,11 @@
 //! - `core`: editor-agnostic Rust: the [`core::editor::Editor`] trait (what a
 //!   protocol may ask of the editor), file text as `:edit`/`:w` see it, the
 //!   one edit loop, the file watcher, the log;
-//! - `amp`, `claude` (with `mcp`) and `openctx`: the protocols, which use
-//!   `core` and nothing else (`claude` also reuses the Amp server's security
-//!   pieces and shared state);
+//! - `serve`: the serving layer every agent front-end stands on (listeners,
+//!   admission, the byte budget, discovery files, the agent registry, the
+//!   WebSocket loop, MCP over HTTP);
+//! - `amp`, `claude`, `gemini` (with `mcp`) and `openctx`: the protocols,
+//!   which use `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
@@ -17,5 +19,6 @@ pub mod gemini;
 pub mod mcp;
 pub mod nvim;
 pub mod openctx;
+pub mod serve;
 #[cfg(test)]
 mod testutil;

@@ -372,7 +372,7 @@ fn lowercase_escapes(uri: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------
-// JSON text: amp_core::amp::json_text writes what serde_json writes
+// JSON text: amp_core::serve::json_text writes what serde_json writes
 // ---------------------------------------------------------------------------
 
 /// JSON values with strings from `text()` plus every control character, `"`
@@ -406,7 +406,7 @@ proptest! {
     /// The fast writer and serde_json agree byte for byte.
     #[test]
     fn json_text_matches_serde_json(value in json_value()) {
-        prop_assert_eq!(amp_core::amp::json_text::to_string(&value), serde_json::to_string(&value).unwrap());
+        prop_assert_eq!(amp_core::serve::json_text::to_string(&value), serde_json::to_string(&value).unwrap());
     }
 }
 

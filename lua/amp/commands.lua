@@ -104,12 +104,12 @@ M.register("start", {
   run = function()
     local amp = require("amp")
     if amp.is_running() then
-      H.info(("amp: the server is already running on port %s"):format(amp.status().port))
+      H.info("amp: already running: " .. H.status_text():gsub("^amp: running, ", ""))
       return
     end
-    local ok, port = amp.start()
+    local ok = amp.start()
     if ok then
-      H.info(("amp: server listening on 127.0.0.1:%s"):format(port))
+      H.info("amp: started: " .. H.status_text():gsub("^amp: running, ", ""))
     end
   end,
 })
@@ -464,22 +464,23 @@ end
 --- :checkhealth amp.
 function H.status_text()
   local status = require("amp").status()
-  local parts = {}
-  if status.running then
-    local clients = tonumber(status.clients) or 0
-    parts[1] = ("amp: running on 127.0.0.1:%s, %d client%s"):format(status.port, clients, clients == 1 and "" or "s")
-  else
-    parts[1] = "amp: not running"
-  end
+  local parts = { status.running and "amp: running" or "amp: not running" }
   local waiting = require("amp.connection").waiting()
   if waiting > 0 then
     parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
   end
-  for _, name in ipairs({ "claude", "gemini" }) do
-    local front = status.running and (status.agents or {})[name]
-    if front and front.enabled then
-      local n = tonumber(front.clients) or 0
-      parts[#parts + 1] = ("%s on :%s, %d client%s"):format(name, front.port, n, n == 1 and "" or "s")
+  if status.running then
+    local served = 0
+    for _, id in ipairs(require("amp.core").agent_ids(status)) do
+      local agent = status.agents[id]
+      if agent.enabled then
+        served = served + 1
+        local n = tonumber(agent.clients) or 0
+        parts[#parts + 1] = ("%s on :%s, %d client%s"):format(id, agent.port, n, n == 1 and "" or "s")
+      end
+    end
+    if served == 0 then
+      parts[#parts + 1] = "no agent enabled (agents = { ... })"
     end
   end
   local err = status.last_error

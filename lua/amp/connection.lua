@@ -1,11 +1,13 @@
 --- Who is connected: one-line notices when an agent connects or goes away,
 --- the statusline's cached text, and messages that wait for an agent.
 ---
---- Fed by the server's User events (lua/amp/init.lua). A connection counts
---- as an agent once it has stayed open for `M.settle_ms`: the Amp CLI keeps
---- its socket open, while a tool call of the diagnostics plugin
---- (`:Amp cli-plugin`) opens one for a single request; those come and go
---- without a notice and never receive waiting messages.
+--- Fed by the server's User events (lua/amp/init.lua), the same for every
+--- agent: their `data` names the agent (`agent` = "amp", "claude", ...;
+--- `name` = "Amp", "Claude", ...). A connection counts as an agent once it
+--- has stayed open for `M.settle_ms`: the Amp CLI keeps its socket open,
+--- while a tool call of the diagnostics plugin (`:Amp cli-plugin`) opens
+--- one for a single request; those come and go without a notice and never
+--- receive waiting messages.
 local M = {}
 local H = {}
 
@@ -16,7 +18,7 @@ M.max_waiting = 16
 M.max_waiting_bytes = 256 * 1024
 
 H.running = false
-H.clients = {} ---@type table<integer, "pending"|"agent">
+H.clients = {} ---@type table<integer, { state: "pending"|"agent", name: string }>
 H.agents = 0
 H.text = ""
 H.waiting = {} ---@type { name: string, message: string }[]
@@ -65,7 +67,7 @@ function M.on_event(name, data, config)
   elseif name == "AmpClientConnected" and data.id ~= nil then
     H.running = true
     local id = data.id
-    H.clients[id] = "pending"
+    H.clients[id] = { state = "pending", name = H.name_of(data), agent = data.agent }
     local timer = vim.uv.new_timer()
     timer:start(M.settle_ms, 0, function()
       timer:close()
@@ -74,13 +76,14 @@ function M.on_event(name, data, config)
       end)
     end)
   elseif name == "AmpClientDisconnected" and data.id ~= nil then
-    local state = H.clients[data.id]
+    local client = H.clients[data.id]
     H.clients[data.id] = nil
-    if state == "agent" then
+    if client and client.state == "agent" then
       H.agents = math.max(H.agents - 1, 0)
       if announce then
         H.echo(
-          H.agents == 0 and "amp: the agent disconnected" or ("amp: an agent disconnected (%d left)"):format(H.agents)
+          H.agents == 0 and ("amp: %s disconnected"):format(client.name)
+            or ("amp: %s disconnected (%d left)"):format(client.name, H.agents)
         )
       end
     end
@@ -88,15 +91,27 @@ function M.on_event(name, data, config)
   H.update()
 end
 
+--- The agent's name in an event's data ("Claude"), for notices.
+function H.name_of(data)
+  if type(data.name) == "string" and data.name ~= "" then
+    return data.name
+  end
+  return type(data.agent) == "string" and data.agent or "an agent"
+end
+
 -- A connection stayed open: an agent.
 function H.settled(id, announce)
-  if H.clients[id] ~= "pending" then
+  local client = H.clients[id]
+  if not client or client.state ~= "pending" then
     return -- gone already (a one-request client) or the server stopped
   end
-  H.clients[id] = "agent"
+  client.state = "agent"
   H.agents = H.agents + 1
   if announce then
-    H.echo(H.agents == 1 and "amp: an agent connected" or ("amp: an agent connected (%d connected)"):format(H.agents))
+    H.echo(
+      H.agents == 1 and ("amp: %s connected"):format(client.name)
+        or ("amp: %s connected (%d agents)"):format(client.name, H.agents)
+    )
   end
   H.update()
   H.flush()
@@ -109,7 +124,7 @@ function H.update()
   elseif H.agents == 0 then
     text = "amp"
   else
-    text = ("amp: %d agent%s"):format(H.agents, H.agents == 1 and "" or "s")
+    text = ("amp: %d agent%s (%s)"):format(H.agents, H.agents == 1 and "" or "s", H.names())
   end
   local review = package.loaded["amp.review"]
   local unreviewed = review and review.count() or 0
@@ -120,6 +135,39 @@ function H.update()
     H.text = text
     pcall(vim.cmd, "redrawstatus!")
   end
+end
+
+--- The connected agents by name, "Amp, Claude" ("2 Amp" for two of one).
+function H.names()
+  local counts, order = {}, {}
+  for _, client in pairs(H.clients) do
+    if client.state == "agent" then
+      if not counts[client.name] then
+        order[#order + 1] = client.name
+      end
+      counts[client.name] = (counts[client.name] or 0) + 1
+    end
+  end
+  table.sort(order)
+  return table.concat(
+    vim.tbl_map(function(name)
+      return counts[name] == 1 and name or ("%d %s"):format(counts[name], name)
+    end, order),
+    ", "
+  )
+end
+
+--- Connected agents of one kind (`agent` = "amp", "claude", ...) or of all.
+---@param agent? string
+---@return integer
+function M.connected(agent)
+  local n = 0
+  for _, client in pairs(H.clients) do
+    if client.state == "agent" and (agent == nil or client.agent == agent) then
+      n = n + 1
+    end
+  end
+  return n
 end
 
 --- Keep a message for the next agent that connects. Returns false and

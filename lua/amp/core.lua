@@ -164,12 +164,11 @@ function H.start(how)
 end
 
 --- The environment that attaches an agent started from this Neovim to it:
---- Claude Code and OpenCode read CLAUDE_CODE_SSE_PORT (OpenCode also
---- OPENCODE_EDITOR_SSE_PORT), Gemini CLI GEMINI_CLI_IDE_SERVER_PORT,
---- GEMINI_CLI_IDE_WORKSPACE_PATH and GEMINI_CLI_IDE_PID (when the server
---- runs a Gemini front-end, `status().agents.gemini`: with the pid Gemini
---- picks this Neovim's discovery file first, instead of guessing the editor
---- from its ancestor processes); loopback must not go through an http proxy.
+--- each served agent's variables as its front-end reports them
+--- (`status().agents[<agent>].env`: Claude Code and OpenCode read
+--- CLAUDE_CODE_SSE_PORT / OPENCODE_EDITOR_SSE_PORT, Gemini CLI
+--- GEMINI_CLI_IDE_SERVER_PORT, GEMINI_CLI_IDE_WORKSPACE_PATH and
+--- GEMINI_CLI_IDE_PID, ...); loopback must not go through an http proxy.
 --- Empty when the server is not running. `status` defaults to M.status().
 ---@param status? table
 ---@return table<string, string>
@@ -177,27 +176,15 @@ function M.agent_env(status)
   status = status or M.status()
   local env = {}
   local agents = status.running and type(status.agents) == "table" and status.agents or {}
-  local claude = agents.claude
-  if type(claude) == "table" and claude.enabled ~= false and tonumber(claude.port) then
-    env.CLAUDE_CODE_SSE_PORT = tostring(claude.port)
-    env.OPENCODE_EDITOR_SSE_PORT = tostring(claude.port)
-    env.ENABLE_IDE_INTEGRATION = "true"
+  for _, agent in pairs(agents) do
+    if type(agent) == "table" and agent.enabled ~= false and type(agent.env) == "table" then
+      for name, value in pairs(agent.env) do
+        env[name] = tostring(value)
+      end
+    end
   end
-  local gemini = agents.gemini
-  if type(gemini) == "table" and gemini.enabled ~= false and tonumber(gemini.port) then
-    env.GEMINI_CLI_IDE_SERVER_PORT = tostring(gemini.port)
-    local folders = gemini.workspace_folders or status.workspace_folders
-    if type(gemini.workspace_path) == "string" then
-      env.GEMINI_CLI_IDE_WORKSPACE_PATH = gemini.workspace_path
-    elseif type(folders) == "table" and folders[1] then
-      env.GEMINI_CLI_IDE_WORKSPACE_PATH = table.concat(folders, ":")
-    else
-      env.GEMINI_CLI_IDE_WORKSPACE_PATH = vim.fn.getcwd()
-    end
-    env.GEMINI_CLI_IDE_PID = tostring(tonumber(gemini.pid) or vim.fn.getpid())
-    if H.gemini_needs_same_container_hint() then
-      env.REMOTE_CONTAINERS = "true"
-    end
+  if env.GEMINI_CLI_IDE_SERVER_PORT and H.gemini_needs_same_container_hint() then
+    env.REMOTE_CONTAINERS = "true"
   end
   if next(env) then
     for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
@@ -212,6 +199,21 @@ function M.agent_env(status)
     end
   end
   return env
+end
+
+--- The agents in `status.agents` in the order they are listed to the user:
+--- Amp first, then by name.
+---@param status table
+---@return string[]
+function M.agent_ids(status)
+  local ids = vim.tbl_keys(type(status.agents) == "table" and status.agents or {})
+  table.sort(ids, function(a, b)
+    if (a == "amp") ~= (b == "amp") then
+      return a == "amp"
+    end
+    return a < b
+  end)
+  return ids
 end
 
 --- Inside a container (`/.dockerenv`, `/run/.containerenv`) Gemini CLI dials
@@ -297,7 +299,7 @@ function H.native_opts(config, version)
     write_autocmds = config.edits.write_autocmds,
     max_file_bytes = config.edits.max_file_bytes,
     read_options = H.read_options(),
-    agents = { amp = config.agents.amp, claude = config.agents.claude, gemini = config.agents.gemini },
+    agents = vim.deepcopy(config.agents),
     review_edit_file = config.review.edit_file,
     review_timeout_ms = config.review.timeout_ms,
   }

@@ -41,26 +41,24 @@ function M.check()
   H.check_openctx()
 end
 
---- Every attach protocol: enabled, port, lockfile, connected clients.
+--- Every agent the same way: enabled, port, clients, discovery file.
 function H.check_agents(status)
   local agents = status and status.running and status.agents
   if not agents then
     health.info("the server is not running")
     return
   end
-  for _, name in ipairs({ "amp", "claude", "gemini" }) do
-    local a = agents[name] or {}
+  for _, id in ipairs(require("amp.core").agent_ids(status)) do
+    local a = agents[id]
     if a.enabled then
-      -- Gemini's is a discovery file, the others' a lockfile.
-      local file = a.lockfile or a.discovery_file
-      local what = a.discovery_file and "discovery file" or "lockfile"
+      local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil
-      local line = ("%s: port %s, %d client%s, %s %s"):format(
-        name,
+      local n = tonumber(a.clients) or 0
+      local line = ("%s: port %s, %d client%s, discovery file %s"):format(
+        id,
         tostring(a.port),
-        tonumber(a.clients) or 0,
-        (tonumber(a.clients) or 0) == 1 and "" or "s",
-        what,
+        n,
+        n == 1 and "" or "s",
         tostring(file)
       )
       if file_ok then
@@ -69,7 +67,7 @@ function H.check_agents(status)
         health.warn(line .. " (missing)")
       end
     else
-      health.info(name .. ": disabled (agents." .. name .. " = false)")
+      health.info(("%s: off (agents.%s = false)"):format(id, id))
     end
   end
 end
@@ -156,13 +154,24 @@ function H.check_server()
     end
     return status
   end
-  health.ok(("listening on 127.0.0.1:%s"):format(status.port))
-  health.info("workspace folders: " .. table.concat(status.workspace_folders or {}, ", "))
-  local clients = tonumber(status.clients) or 0
-  if clients > 0 then
-    health.ok(("%d agent%s connected"):format(clients, clients == 1 and "" or "s"))
+  local listening = {}
+  for _, id in ipairs(require("amp.core").agent_ids(status)) do
+    local a = status.agents[id]
+    if a.enabled then
+      listening[#listening + 1] = ("%s on 127.0.0.1:%s"):format(id, tostring(a.port))
+    end
+  end
+  if #listening > 0 then
+    health.ok("listening: " .. table.concat(listening, ", "))
   else
-    health.info("no agent connected: run `amp` in a terminal whose cwd is inside the workspace")
+    health.warn("running, but every agent is off", { "turn one on: setup({ agents = { amp = true } })" })
+  end
+  health.info("workspace folders: " .. table.concat(status.workspace_folders or {}, ", "))
+  local clients = require("amp.connection").agents()
+  if clients > 0 then
+    health.ok(("%d agent%s connected: %s"):format(clients, clients == 1 and "" or "s", require("amp").statusline()))
+  else
+    health.info("no agent connected: run `amp` (or `:Amp open`) in a terminal inside the workspace")
   end
   if status.last_error then
     health.warn("last error: " .. status.last_error)
@@ -201,6 +210,10 @@ function H.check_lockfile(status)
 
   if not (status and status.running) then
     health.info("no lockfile: the server is not running")
+    return
+  end
+  if not (status.agents and status.agents.amp and status.agents.amp.enabled) then
+    health.info("no Amp lockfile: Amp is off (agents.amp = false)")
     return
   end
   local path = status.lockfile

@@ -3,11 +3,12 @@
 //! payloads in UTF-16 positions, for both dialects. Plain Rust, unit-tested.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use super::protocol::{encode_notification, Dialect};
+use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 pub use crate::core::selection::{RawRegion, RawSelection};
 use crate::core::text::byte_to_utf16_col;
 use crate::core::uri::path_to_file_uri;
@@ -83,47 +84,27 @@ pub fn visible_files_changed_payload(files: &[PathBuf]) -> Value {
     json!({ "files": files.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>() })
 }
 
-/// A published piece of editor state, encoded lazily, once per dialect, by
-/// whichever client first needs it (50 clients cost one encoding each way).
-#[derive(Debug)]
-pub struct Published<T> {
-    pub raw: T,
-    flat: OnceLock<String>,
-    wrapped: OnceLock<String>,
-}
-
-pub type PublishedSelection = Published<RawSelection>;
-pub type PublishedVisibleFiles = Published<Vec<PathBuf>>;
-
-impl<T> Published<T> {
-    pub fn new(raw: T) -> Self {
-        Self { raw, flat: OnceLock::new(), wrapped: OnceLock::new() }
+/// The selection notification for a client of `dialect`, encoded once per
+/// snapshot and dialect (50 clients cost one encoding each way).
+pub fn selection_frame(snapshot: &SelectionSnapshot, dialect: Dialect) -> Arc<str> {
+    match dialect {
+        Dialect::Flat => snapshot
+            .encoded("amp/flat", |raw| encode_notification("selectionDidChange", dialect, &selection_payload(raw))),
+        Dialect::Wrapped => snapshot.encoded("amp/wrapped", |raw| {
+            encode_notification("selectionChanged", dialect, &selection_changed_payload(raw))
+        }),
     }
 }
 
-impl PublishedSelection {
-    pub fn frame(&self, dialect: Dialect) -> &str {
-        match dialect {
-            Dialect::Flat => self
-                .flat
-                .get_or_init(|| encode_notification("selectionDidChange", dialect, &selection_payload(&self.raw))),
-            Dialect::Wrapped => self.wrapped.get_or_init(|| {
-                encode_notification("selectionChanged", dialect, &selection_changed_payload(&self.raw))
-            }),
-        }
-    }
-}
-
-impl PublishedVisibleFiles {
-    pub fn frame(&self, dialect: Dialect) -> &str {
-        match dialect {
-            Dialect::Flat => self.flat.get_or_init(|| {
-                encode_notification("visibleFilesDidChange", dialect, &visible_files_payload(&self.raw))
-            }),
-            Dialect::Wrapped => self.wrapped.get_or_init(|| {
-                encode_notification("visibleFilesChanged", dialect, &visible_files_changed_payload(&self.raw))
-            }),
-        }
+/// The visible-files notification for a client of `dialect` (see [`selection_frame`]).
+pub fn visible_files_frame(snapshot: &VisibleFilesSnapshot, dialect: Dialect) -> Arc<str> {
+    match dialect {
+        Dialect::Flat => snapshot.encoded("amp/flat", |raw| {
+            encode_notification("visibleFilesDidChange", dialect, &visible_files_payload(raw))
+        }),
+        Dialect::Wrapped => snapshot.encoded("amp/wrapped", |raw| {
+            encode_notification("visibleFilesChanged", dialect, &visible_files_changed_payload(raw))
+        }),
     }
 }
 
@@ -199,9 +180,10 @@ mod tests {
 
     #[test]
     fn frames_are_encoded_once_per_dialect() {
-        let p = PublishedVisibleFiles::new(vec!["/x".into()]);
-        let a = p.frame(Dialect::Flat).as_ptr();
-        assert_eq!(a, p.frame(Dialect::Flat).as_ptr());
-        assert!(p.frame(Dialect::Wrapped).contains("visibleFilesChanged"));
+        let p = VisibleFilesSnapshot::new(vec!["/x".into()]);
+        let a = visible_files_frame(&p, Dialect::Flat);
+        assert!(Arc::ptr_eq(&a, &visible_files_frame(&p, Dialect::Flat)));
+        assert!(visible_files_frame(&p, Dialect::Wrapped).contains("visibleFilesChanged"));
+        assert!(a.contains("visibleFilesDidChange"));
     }
 }

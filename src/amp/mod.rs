@@ -1,15 +1,11 @@
-//! The Amp editor protocol and server: plain Rust over `crate::core`. The
-//! editor is reached only through the server's [`crate::core::editor::Editor`].
+//! The Amp front-end: the Amp CLI's WebSocket protocol (both dialects),
+//! its lockfile and its requests, over the serving layer (`crate::serve`)
+//! and the editor core (`crate::core`).
 
 pub mod calls;
-pub mod connection;
 pub mod context;
-pub mod handshake;
-pub mod json_text;
 pub mod lockfile;
-pub mod options;
 pub mod protocol;
 pub mod requests;
 pub mod reviewed_edit;
 pub mod server;
-pub mod token;

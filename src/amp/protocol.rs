@@ -7,7 +7,7 @@
 //! connection's first request decides the form of the notifications it gets.
 //! Nothing here touches sockets or Neovim, so all of it is unit-tested alone.
 
-use super::json_text::{self, JsonText};
+use crate::serve::json_text::{self, JsonText};
 use serde_json::{json, Map, Value};
 
 /// JSON-RPC error codes, as the Amp CLI expects them in `error.code`.

@@ -2,30 +2,32 @@
 //! JSON here, and cross to the main thread only to read or change the editor.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use super::calls::{parse_call, Call, EditSpec};
-use super::connection::note_dialect;
-use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
-use super::server::Shared;
+use super::server::{note_dialect, Client};
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
-use crate::core::file_ops::{io_message, special_kind, FileAccess};
+use crate::core::file_ops::{io_message, special_kind};
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
+use crate::serve::budget::Held;
+use crate::serve::hub::Hub;
+use crate::serve::json_text::JsonText;
 
-/// Answers one TEXT frame with the text of the response.
-pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> JsonText {
+/// Answers one TEXT frame of `client` with the text of the response.
+/// `held` (the request's place and bytes) is released when the request
+/// goes on to wait for the user's review.
+pub async fn answer(text: &str, hub: &Arc<Hub>, client: &Client, held: &mut Held) -> JsonText {
     let request = match decode_request(text) {
         Ok(request) => request,
         Err(failure) => return encode_error(&failure.id, &failure.error).into(),
     };
-    note_dialect(dialect, request.dialect);
+    note_dialect(&client.dialect, request.dialect);
     let outcome = match parse_call(&request.method, request.params) {
-        Ok(call) => handle(call, shared).await,
+        Ok(call) => handle(call, hub, client, held).await,
         Err(e) => Err(e),
     };
     match outcome {
@@ -37,14 +39,14 @@ pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> Jso
     }
 }
 
-async fn handle(call: Call, shared: &Arc<Shared>) -> Result<Value, RpcError> {
+async fn handle(call: Call, hub: &Arc<Hub>, client: &Client, held: &mut Held) -> Result<Value, RpcError> {
     match call {
         Call::Ping { message } => Ok(json!({ "message": message })),
         Call::Authenticate => Ok(json!({ "authenticated": true })),
-        Call::ReadFile { path } => read_file(shared, &path).await,
-        Call::EditFile { path, edit } => edit_file(shared, &path, edit).await,
-        Call::GetDiagnostics { path } => get_diagnostics(shared, path.as_deref()).await,
-        Call::OpenUri { uri } => open_uri(shared, &uri).await,
+        Call::ReadFile { path } => read_file(hub, &path).await,
+        Call::EditFile { path, edit } => edit_file(hub, client, held, &path, edit).await,
+        Call::GetDiagnostics { path } => get_diagnostics(hub, path.as_deref()).await,
+        Call::OpenUri { uri } => open_uri(hub, &uri).await,
     }
 }
 
@@ -58,12 +60,12 @@ pub(super) fn failure(message: impl Into<String>) -> Value {
 
 /// An absolute, lexically normalised path: relative ones resolve against the
 /// first workspace folder.
-fn resolve(shared: &Shared, path: &str) -> PathBuf {
+fn resolve(hub: &Hub, path: &str) -> PathBuf {
     let p = Path::new(path);
     let joined = if p.is_absolute() {
         p.to_path_buf()
     } else {
-        let base = shared.workspace_folders().into_iter().next().unwrap_or_else(|| "/".into());
+        let base = hub.workspace_folders().into_iter().next().unwrap_or_else(|| "/".into());
         Path::new(&base).join(p)
     };
     let mut out = PathBuf::new();
@@ -79,19 +81,9 @@ fn resolve(shared: &Shared, path: &str) -> PathBuf {
     out
 }
 
-fn files(shared: &Shared) -> FileAccess<'_> {
-    FileAccess {
-        editor: shared.editor.as_ref(),
-        watch: &shared.file_watch,
-        loaded: &shared.loaded_buffers,
-        max_file_bytes: shared.options.max_file_bytes,
-        write_autocmds: shared.options.write_autocmds,
-    }
-}
-
-async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> {
-    let abs = resolve(shared, path);
-    match files(shared).read(&abs).await.map_err(editor_error)? {
+async fn read_file(hub: &Hub, path: &str) -> Result<Value, RpcError> {
+    let abs = resolve(hub, path);
+    match hub.files().read(&abs).await.map_err(editor_error)? {
         Ok(content) => Ok(object([
             ("success", Value::Bool(true)),
             ("content", Value::String(content)),
@@ -104,10 +96,10 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
 /// `editFile`: the change goes into the file's buffer (loaded for it if
 /// needed) as one undo step, written as the user's `:w` would write it
 /// (`core::file_ops`).
-async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
-    let abs = resolve(shared, path);
-    if shared.options.review_edit_file {
-        return super::reviewed_edit::edit_file(shared, files(shared), &abs, edit).await;
+async fn edit_file(hub: &Hub, client: &Client, held: &mut Held, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
+    let abs = resolve(hub, path);
+    if hub.options.review_edit_file {
+        return super::reviewed_edit::edit_file(hub, client.owner, held, &abs, edit).await;
     }
     let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
         EditSpec::Full(text) => Ok(text.clone()),
@@ -115,7 +107,7 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
         EditSpec::Range { start, end, new_text } => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
             .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
     };
-    Ok(match files(shared).edit(&abs, new_text).await.map_err(editor_error)? {
+    Ok(match hub.files().edit(&abs, new_text).await.map_err(editor_error)? {
         Ok(edited) if !edited.written => {
             json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false })
         }
@@ -142,12 +134,12 @@ fn severity_name(severity: u8) -> &'static str {
     }
 }
 
-async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Value, RpcError> {
+async fn get_diagnostics(hub: &Hub, path: Option<&str>) -> Result<Value, RpcError> {
     let under = match path {
-        Some(p) if !p.is_empty() => Some(files(shared).names_of(&resolve(shared, p)).await),
+        Some(p) if !p.is_empty() => Some(hub.files().names_of(&resolve(hub, p)).await),
         _ => None,
     };
-    let raw = shared.editor.diagnostics(under).await.map_err(editor_error)?;
+    let raw = hub.editor.diagnostics(under).await.map_err(editor_error)?;
     let mut entries: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in raw {
         let (start, end) = (d.utf16_start(), d.utf16_end());
@@ -179,7 +171,7 @@ async fn get_diagnostics(shared: &Arc<Shared>, path: Option<&str>) -> Result<Val
     Ok(object([("entries", Value::Array(entries))]))
 }
 
-async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
+async fn open_uri(hub: &Hub, uri: &str) -> Result<Value, RpcError> {
     let opened = match scheme(uri).as_deref() {
         Some("file") => {
             let path = match file_uri_to_path(uri) {
@@ -201,9 +193,9 @@ async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
                 Err(e) => return Ok(failure(io_message(&path, &e))),
             }
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
-            shared.editor.open_file(path, selection).await
+            hub.editor.open_file(path, selection).await
         }
-        Some("http" | "https") => shared.editor.open_url(uri.to_owned()).await,
+        Some("http" | "https") => hub.editor.open_url(uri.to_owned()).await,
         Some(other) => {
             return Ok(failure(format!("unsupported URI scheme '{other}:' (file, http and https are supported)")))
         }
@@ -220,29 +212,43 @@ async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::sync::atomic::AtomicU8;
     use std::sync::Arc;
 
     use serde_json::{json, Value};
 
     use super::answer;
-    use crate::amp::options::ServerOptions;
-    use crate::amp::server::Shared;
     use crate::core::editor::RawDiagnostic;
     use crate::core::fake_editor::{unix_format, Call, FakeEditor};
     use crate::core::filetext::LineEnd;
+    use crate::serve::budget::Held;
+    use crate::serve::hub::Hub;
+    use crate::serve::options::ServerOptions;
     use crate::testutil::TempDir;
 
-    fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Arc<Shared> {
+    struct Shared {
+        hub: Arc<Hub>,
+        client: crate::amp::server::Client,
+    }
+
+    impl std::ops::Deref for Shared {
+        type Target = crate::core::published::EditorState;
+        fn deref(&self) -> &Self::Target {
+            &self.hub.state
+        }
+    }
+
+    fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Shared {
         let options =
             ServerOptions { workspace_folders: vec![workspace.to_string_lossy().into_owned()], ..Default::default() };
-        Arc::new(Shared::new(options, editor, "t".into(), 0, workspace.to_path_buf()))
+        let hub = Arc::new(Hub::new(options, editor));
+        let client = crate::amp::server::test_client(&hub, workspace);
+        Shared { hub, client }
     }
 
     /// Sends one request in the flat dialect; the result object (or the error).
-    async fn call(shared: &Arc<Shared>, method: &str, params: Value) -> Value {
+    async fn call(shared: &Shared, method: &str, params: Value) -> Value {
         let request = json!({ "clientRequest": { "id": "1", method: params } }).to_string();
-        let text = answer(&request, shared, &AtomicU8::new(0)).await.into_string();
+        let text = answer(&request, &shared.hub, &shared.client, &mut Held::default()).await.into_string();
         let reply: Value = serde_json::from_str(&text).unwrap();
         let body = &reply["serverResponse"];
         body.get(method).or_else(|| body.get("error")).cloned().unwrap_or(reply)

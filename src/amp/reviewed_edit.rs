@@ -6,18 +6,17 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::calls::EditSpec;
 use super::protocol::RpcError;
-use super::server::Shared;
 use crate::core::edit::apply_range;
 use crate::core::editor::{Editor, EditorError};
-use crate::core::file_ops::FileAccess;
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal};
+use crate::serve::budget::Held;
+use crate::serve::hub::Hub;
 
 /// The review's outcome for the request, before the write.
 #[derive(Debug, PartialEq)]
@@ -34,6 +33,7 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// it) and waits for the user's decision.
 pub async fn review(
     editor: &dyn Editor,
+    owner: Owner,
     abs: &Path,
     original: String,
     edit: &EditSpec,
@@ -52,13 +52,8 @@ pub async fn review(
     // Names the review's tab and buffers: unique, and says which file.
     let base = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = format!("{base} (edit {})", NEXT.fetch_add(1, Ordering::Relaxed));
-    let proposal = Proposal {
-        name: name.clone(),
-        path: abs.to_path_buf(),
-        original: Some(original.clone()),
-        proposed,
-        agent: "Amp",
-    };
+    let proposal =
+        Proposal { name: name.clone(), path: abs.to_path_buf(), original: Some(original.clone()), proposed, owner };
     let decided = tokio::time::timeout(timeout, editor.propose(proposal)).await;
     Ok(match decided {
         Err(_) => {
@@ -79,20 +74,25 @@ pub async fn review(
 
 /// `editFile` under review: decide, then write what was accepted, if the
 /// file's text is still the one the review started from.
+/// `held` (the request's place and bytes in flight) is given back while
+/// the user reviews: the connection keeps reading meanwhile.
 pub async fn edit_file(
-    shared: &Arc<Shared>,
-    files: FileAccess<'_>,
+    hub: &Hub,
+    owner: Owner,
+    held: &mut Held,
     abs: &Path,
     edit: EditSpec,
 ) -> Result<Value, RpcError> {
     let editor_error = super::requests::editor_error;
+    let files = hub.files();
     let original = match files.read(abs).await.map_err(editor_error)? {
         Ok(text) => text,
         Err(why) => return Ok(super::requests::failure(why)),
     };
-    let timeout = Duration::from_millis(shared.options.review_timeout_ms);
+    held.release();
+    let timeout = Duration::from_millis(hub.options.review_timeout_ms);
     let (original, text) =
-        match review(shared.editor.as_ref(), abs, original, &edit, timeout).await.map_err(editor_error)? {
+        match review(hub.editor.as_ref(), owner, abs, original, &edit, timeout).await.map_err(editor_error)? {
             Reviewed::Refused(why) => return Ok(super::requests::failure(why)),
             Reviewed::Write { original, text } => (original, text),
         };
@@ -130,9 +130,9 @@ mod tests {
         let editor = FakeEditor::new(false);
         let path = Path::new("/w/a.txt");
         editor.decide(vec![Decision::Accepted("mine\n".into()), Decision::Rejected]);
-        let got = review(&editor, path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
         assert_eq!(got, Reviewed::Write { original: "old\n".into(), text: "mine\n".into() });
-        let got = review(&editor, path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
         assert!(matches!(got, Reviewed::Refused(ref why) if why.contains("rejected")), "{got:?}");
         let proposals: Vec<_> = editor.calls().into_iter().filter(|c| matches!(c, Call::Propose(..))).collect();
         assert_eq!(proposals.len(), 2);
@@ -143,10 +143,13 @@ mod tests {
     async fn no_change_needs_no_review_and_a_bad_range_none_either() {
         let editor = FakeEditor::new(false);
         let path = Path::new("/w/a.txt");
-        let got = review(&editor, path, "same\n".into(), &full("same\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "same\n".into(), &full("same\n"), WAIT).await.unwrap();
         assert_eq!(got, Reviewed::Write { original: "same\n".into(), text: "same\n".into() });
         let bad = EditSpec::Range { start: 10, end: 20, new_text: "x".into() };
-        assert!(matches!(review(&editor, path, "short\n".into(), &bad, WAIT).await.unwrap(), Reviewed::Refused(_)));
+        assert!(matches!(
+            review(&editor, Owner::new("Amp"), path, "short\n".into(), &bad, WAIT).await.unwrap(),
+            Reviewed::Refused(_)
+        ));
         assert!(editor.calls().iter().all(|c| !matches!(c, Call::Propose(..))));
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::amp::context::RawSelection;
+use crate::core::selection::RawSelection;
 use crate::core::uri::path_to_file_uri;
 
 /// The WebSocket subprotocol Claude Code asks for.

@@ -1,289 +1,201 @@
-//! The Claude Code front-end's server: its own port, token and lockfile
-//! (`~/.claude/ide/<port>.lock`), on the same runtime and under the same
-//! rules as the Amp server. It borrows from the Amp server's [`Shared`]
-//! what is one for all protocols: the published selection (one snapshot
-//! serves every protocol), the workspace folders, the pending-handshake
-//! limit, the options' limits and the shutdown signal.
+//! The Claude Code front-end (also OpenCode's TUI): its port, token and
+//! lockfile (`~/.claude/ide/<port>.lock`), MCP over the shared WebSocket
+//! loop (`serve::websocket`), and the selection it pushes.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
-use tokio::time::timeout;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::Message;
+use tokio::net::TcpListener;
 
 use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools;
-use crate::amp::connection::{budget_cost, close, finish, upgrade_with, UpgradePolicy, Ws, WRITE_TIMEOUT};
-use crate::amp::context::{PublishedSelection, RawSelection};
-use crate::amp::handshake::TokenIn;
-use crate::amp::lockfile;
-use crate::amp::server::{HandshakeSlot, Shared};
 use crate::core::log;
+use crate::core::published::SelectionSnapshot;
+use crate::core::review::Owner;
 use crate::mcp;
+use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::budget::Held;
+use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::hub::Hub;
+use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::registry::Agent;
+use crate::serve::tasks::AbortOnDrop;
+use crate::serve::websocket::{self, CloseCode, Outbox, Outgoing, Protocol};
+
+pub const AGENT: Agent = Agent { id: "claude", name: "Claude" };
 
 /// When the selection is sent again after a client connects (see [`push_selection`]).
 const RESEND_AFTER_CONNECT: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(2000)];
 
-/// Requests of one client answered at once; the socket is not read past it.
-const MAX_IN_FLIGHT: usize = 16;
-
 pub struct ClaudeServer {
-    pub core: Arc<Shared>,
-    pub token: String,
+    pub hub: Arc<Hub>,
     pub port: u16,
-    pub lock_dir: PathBuf,
-    clients: Mutex<HashMap<u64, mpsc::Sender<String>>>,
-    next_client_id: AtomicU64,
-    lock_writes: tokio::sync::Mutex<()>,
+    policy: Policy,
+    pub lockfile: DiscoveryFile,
+    clients: Mutex<HashMap<u64, Outbox>>,
+}
+
+/// What the front-end keeps of one client; dropping it ends its pusher.
+pub struct Client {
+    server: Arc<ClaudeServer>,
+    owner: Owner,
+    outbox: Outbox,
+    /// Started by `ide_connected` (Claude Code) or `tools/list` (clients
+    /// that send no ide_connected).
+    pusher: Mutex<Option<AbortOnDrop<Option<()>>>>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.owner.session);
+    }
+}
+
+impl Client {
+    fn start_pushing(&self) {
+        let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
+        if pusher.is_none() {
+            let task = push_selection(self.server.hub.clone(), self.outbox.clone());
+            *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
+        }
+    }
 }
 
 impl ClaudeServer {
-    pub fn new(core: Arc<Shared>, token: String, port: u16, lock_dir: PathBuf) -> Self {
-        Self {
-            core,
+    pub fn new(hub: Arc<Hub>, token: String, port: u16, lock_dir: PathBuf) -> Self {
+        let policy = Policy {
             token,
+            token_in: TokenIn::Header(AUTH_HEADER),
+            allowed_origins: hub.options.allowed_origins.clone(),
+            port: Some(port),
+        };
+        let path = lock_dir.join(format!("{port}.{LOCK_EXTENSION}"));
+        let pid_in = PidIn::Field { extension: LOCK_EXTENSION, field: "pid" };
+        Self {
+            lockfile: DiscoveryFile::new(AGENT.name, lock_dir, path, pid_in),
+            hub,
             port,
-            lock_dir,
+            policy,
             clients: Mutex::new(HashMap::new()),
-            next_client_id: AtomicU64::new(1),
-            lock_writes: tokio::sync::Mutex::new(()),
         }
     }
 
-    pub fn lockfile_path(&self) -> PathBuf {
-        self.lock_dir.join(format!("{}.{LOCK_EXTENSION}", self.port))
-    }
-
-    pub fn client_count(&self) -> usize {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Removes dead editors' lockfiles, then writes ours (atomically, 0600 in 0700).
-    pub async fn write_lockfile(self: &Arc<Self>, clean_stale: bool) -> Result<PathBuf, lockfile::LockfileError> {
-        let _guard = self.lock_writes.lock().await;
-        let lock = Lockfile::new(
-            std::process::id(),
-            self.core.workspace_folders(),
-            self.core.options.ide_name.clone(),
-            self.token.clone(),
-        );
-        let (dir, path) = (self.lock_dir.clone(), self.lockfile_path());
-        lockfile::write_off_thread("Claude", dir.clone(), move || {
-            if clean_stale {
-                for removed in lockfile::remove_stale_with_extension(&dir, LOCK_EXTENSION) {
-                    log::info(format!("removed stale Claude lockfile {}", removed.display()));
-                }
-            }
-            let json = serde_json::to_vec_pretty(&lock).map_err(std::io::Error::other)?;
-            lockfile::write_named(&dir, &path, &json)
-        })
-        .await
+    /// Writes the lockfile with the current workspace folders, first
+    /// sweeping dead editors' lockfiles when `sweep`.
+    pub async fn write_lockfile(&self, sweep: bool) -> Result<PathBuf, DiscoveryError> {
+        let contents = || {
+            let lock = Lockfile::new(
+                std::process::id(),
+                self.hub.workspace_folders(),
+                self.hub.options.ide_name.clone(),
+                self.policy.token.clone(),
+            );
+            serde_json::to_vec_pretty(&lock).expect("a lockfile serializes")
+        };
+        self.lockfile.write(contents, sweep).await
     }
 
     /// Queues a notification for every client; returns how many it reached.
-    /// A client whose queue is full is skipped (its connection closes when
-    /// its queue stays full: see [`serve`]).
     pub fn broadcast(&self, method: &str, params: &Value) -> usize {
         let text = mcp::notification(method, params);
         let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.values().filter(|tx| tx.try_send(text.clone()).is_ok()).count()
-    }
-
-    fn current_selection(&self) -> Option<RawSelection> {
-        self.core.selection.borrow().as_ref().map(|s| s.raw.clone())
-    }
-
-    fn latest_selection(&self) -> Option<RawSelection> {
-        self.core.latest_range.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.raw.clone())
+        clients.values().filter(|outbox| outbox.push(text.clone())).count()
     }
 }
 
-/// Accepts connections until shutdown, under the Amp server's handshake limits.
-pub async fn accept_loop(listener: TcpListener, server: Arc<ClaudeServer>) {
-    let core = server.core.clone();
-    core.accept_connections(listener, "claude", move |stream, slot| serve(stream, server.clone(), slot)).await
-}
+impl Protocol for ClaudeServer {
+    type Client = Client;
 
-async fn serve(stream: TcpStream, server: Arc<ClaudeServer>, slot: HandshakeSlot) {
-    let options = &server.core.options;
-    let policy = UpgradePolicy {
-        token: &server.token,
-        allowed_origins: &options.allowed_origins,
-        max_frame_bytes: options.max_frame_bytes,
-        handshake_timeout_ms: options.handshake_timeout_ms,
-        token_in: TokenIn::Header(AUTH_HEADER),
-        subprotocol: Some(SUBPROTOCOL),
-    };
-    let cancel = slot.cancel.clone();
-    let upgraded = tokio::select! {
-        upgraded = upgrade_with(stream, &policy) => upgraded,
-        _ = cancel.notified() => return,
-    };
-    let Some((ws, authenticated)) = upgraded else { return };
-    if !authenticated {
-        log::limited("claude wrong token", log::Level::Warn, "claude: client rejected: wrong or missing auth token");
-        tokio::select! {
-            _ = close(ws, CloseCode::Policy, "Authentication failed") => {}
-            _ = cancel.notified() => {}
+    fn agent(&self) -> Agent {
+        AGENT
+    }
+
+    fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn subprotocol(&self) -> Option<&'static str> {
+        Some(SUBPROTOCOL)
+    }
+
+    fn unauthenticated(&self) -> (CloseCode, &'static str) {
+        (CloseCode::Policy, "Authentication failed")
+    }
+
+    fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, outbox.clone());
+        Client { server: self.clone(), owner, outbox: outbox.clone(), pusher: Mutex::new(None) }
+    }
+
+    async fn message(self: &Arc<Self>, client: &Arc<Client>, text: String, held: &mut Held) -> Option<Outgoing> {
+        let (id, method, params) = match mcp::decode(&text) {
+            Ok(mcp::Incoming::Request { id, method, params }) => (id, method, params),
+            // The selection is pushed from ide_connected on (and sent again
+            // shortly after: see RESEND_AFTER_CONNECT).
+            Ok(mcp::Incoming::Notification { method, params }) => {
+                if method == "ide_connected" {
+                    let pid = params.get("pid").and_then(Value::as_u64);
+                    log::info(format!("claude: ide_connected from pid {pid:?}"));
+                    client.start_pushing();
+                }
+                return None;
+            }
+            Ok(mcp::Incoming::Response { .. }) => return None,
+            Err(bad) => return Some(mcp::error(&bad.id, bad.code, &bad.message).into()),
+        };
+        drop(text);
+        // Clients that send no ide_connected (OpenCode) get the selection
+        // once they list the tools.
+        if method == "tools/list" {
+            client.start_pushing();
         }
-        return;
+        // openDiff waits for the user: its bytes now belong to the review.
+        if method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("openDiff") {
+            held.release();
+        }
+        let hub = &self.hub;
+        let cx = tools::Context {
+            editor: hub.editor.as_ref(),
+            workspace_folders: hub.workspace_folders(),
+            current_selection: hub.state.selection().map(|s| s.raw.clone()),
+            latest_selection: hub.state.latest_range().map(|s| s.raw.clone()),
+            owner: client.owner,
+        };
+        crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
+        let reply = match tools::answer(&method, &params, &cx).await {
+            Ok(result) => mcp::result(&id, result),
+            Err((code, message)) => {
+                crate::log_debug!("claude: {method} failed: {message}");
+                mcp::error(&id, code, &message)
+            }
+        };
+        Some(reply.into())
     }
-    drop(slot);
-    let (outbound, queue) = mpsc::channel(options.send_queue);
-    let admitted = {
-        let mut clients = server.clients.lock().unwrap_or_else(|p| p.into_inner());
-        (clients.len() < options.max_clients).then(|| {
-            let id = server.next_client_id.fetch_add(1, Ordering::Relaxed);
-            clients.insert(id, outbound.clone());
-            (id, clients.len())
-        })
-    };
-    let Some((id, count)) = admitted else {
-        close(ws, CloseCode::Again, "Too many clients").await;
-        return;
-    };
-    log::info(format!("claude: client {id} connected ({count} connected)"));
-    let ended = run(ws, &server, outbound, queue).await;
-    let count = {
-        let mut clients = server.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.remove(&id);
-        clients.len()
-    };
-    log::info(format!("claude: client {id} disconnected: {ended} ({count} connected)"));
 }
 
-async fn run(
-    mut ws: Ws,
-    server: &Arc<ClaudeServer>,
-    outbound: mpsc::Sender<String>,
-    mut queue: mpsc::Receiver<String>,
-) -> String {
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let ping_every = Duration::from_millis(server.core.options.ping_interval_ms);
-    let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
-    let mut last_heard = Instant::now();
-    let mut pusher: Option<tokio::task::JoinHandle<Option<()>>> = None;
-    let ended = loop {
-        tokio::select! {
-            frame = ws.next(), if in_flight.available_permits() > 0 => {
-                last_heard = Instant::now();
-                match frame {
-                    Some(Ok(Message::Text(text))) => match mcp::decode(&text) {
-                        Ok(mcp::Incoming::Request { id, method, params }) => {
-                            // The in-flight byte budget of every client of every
-                            // protocol: a request that does not fit is refused
-                            // rather than queued.
-                            let cost = budget_cost(text.len(), server.core.options.max_inflight_bytes);
-                            let Ok(held) = server.core.budget.clone().try_acquire_many_owned(cost) else {
-                                let _ = outbound.try_send(mcp::error(&id, mcp::INTERNAL_ERROR, "busy: too many bytes of requests in flight"));
-                                continue;
-                            };
-                            // Clients that send no ide_connected (OpenCode) get the
-                            // selection once they list the tools.
-                            if method == "tools/list" && pusher.is_none() {
-                                pusher = Some(server.core.spawn(push_selection(server.clone(), outbound.clone())));
-                            }
-                            let permit = in_flight.clone().try_acquire_owned().expect("guarded by available_permits");
-                            let core = server.core.clone();
-                            let (server, outbound) = (server.clone(), outbound.clone());
-                            core.spawn(async move {
-                                let reply = answer(&server, &id, &method, &params).await;
-                                drop(permit);
-                                let _ = outbound.send(reply).await;
-                                drop(held);
-                            });
-                        }
-                        // The selection is pushed from ide_connected on (and sent
-                        // again shortly after: see RESEND_AFTER_CONNECT).
-                        Ok(mcp::Incoming::Notification { method, params }) if method == "ide_connected" => {
-                            let pid = params.get("pid").and_then(Value::as_u64);
-                            log::info(format!("claude: ide_connected from pid {pid:?}"));
-                            if pusher.is_none() {
-                                pusher = Some(server.core.spawn(push_selection(server.clone(), outbound.clone())));
-                            }
-                        }
-                        Ok(mcp::Incoming::Notification { .. }) => {}
-                        Ok(mcp::Incoming::Response { .. }) => {}
-                        Err(bad) => {
-                            let _ = outbound.try_send(mcp::error(&bad.id, bad.code, &bad.message));
-                        }
-                    },
-                    Some(Ok(Message::Binary(_))) => {
-                        close(ws, CloseCode::Unsupported, "Binary frames are not supported").await;
-                        break "sent a binary frame".to_string();
-                    }
-                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => {
-                        finish(ws).await;
-                        break "closed by the client".into();
-                    }
-                    Some(Err(e)) => {
-                        let reason = format!("connection error: {}", log::untrusted(&e.to_string()));
-                        close(ws, CloseCode::Protocol, "Protocol violation").await;
-                        break reason;
-                    }
-                }
-            }
-            Some(text) = queue.recv() => {
-                match timeout(WRITE_TIMEOUT, ws.send(Message::Text(text))).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => break format!("write failed: {e}"),
-                    Err(_) => break "stopped reading (write timed out)".into(),
-                }
-            }
-            _ = keepalive.tick() => {
-                if last_heard.elapsed() > ping_every * 2 + Duration::from_secs(5) {
-                    break "keepalive timed out".into();
-                }
-                if timeout(WRITE_TIMEOUT, ws.send(Message::Ping(Vec::new()))).await.map_or(true, |r| r.is_err()) {
-                    break "keepalive ping failed".into();
-                }
-            }
-            () = server.core.closing.cancelled() => {
-                close(ws, CloseCode::Away, "Neovim is shutting down").await;
-                break "server shutting down".into();
-            }
-        }
-    };
-    if let Some(pusher) = pusher {
-        pusher.abort();
-    }
-    ended
-}
-
-async fn answer(server: &Arc<ClaudeServer>, id: &Value, method: &str, params: &Value) -> String {
-    let cx = tools::Context {
-        editor: server.core.editor.as_ref(),
-        workspace_folders: server.core.workspace_folders(),
-        current_selection: server.current_selection(),
-        latest_selection: server.latest_selection(),
-    };
-    crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
-    match tools::answer(method, params, &cx).await {
-        Ok(result) => mcp::result(id, result),
-        Err((code, message)) => {
-            crate::log_debug!("claude: {method} failed: {message}");
-            mcp::error(id, code, &message)
-        }
-    }
+/// Accepts Claude Code clients until the session stops.
+pub async fn accept(listener: TcpListener, server: Arc<ClaudeServer>) {
+    let hub = server.hub.clone();
+    let serve = move |stream, slot: HandshakeSlot| websocket::serve(server.clone(), stream, slot);
+    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await
 }
 
 /// Sends `selection_changed` from the one published selection: at once,
 /// then on every change, at most one per `selection_interval_ms`, newest
 /// state only (a slow client skips states, never queues them).
-async fn push_selection(server: Arc<ClaudeServer>, outbound: mpsc::Sender<String>) {
-    let interval = Duration::from_millis(server.core.options.selection_interval_ms);
-    let mut selection = server.core.selection.subscribe();
+async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
+    let interval = Duration::from_millis(hub.options.selection_interval_ms);
+    let mut selection = hub.state.subscribe_selection();
     selection.mark_changed();
-    let mut sent: Option<Arc<PublishedSelection>> = None;
+    let mut sent: Option<Arc<SelectionSnapshot>> = None;
     let mut last_at: Option<tokio::time::Instant> = None;
     // Claude Code 2.1.330 registers its selection handler a moment after
     // ide_connected and drops what comes before: the state at connect time is
@@ -308,9 +220,9 @@ async fn push_selection(server: Arc<ClaudeServer>, outbound: mpsc::Sender<String
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        let text = mcp::notification("selection_changed", &protocol::selection(&state.raw));
+        let text = state.encoded("claude", |raw| mcp::notification("selection_changed", &protocol::selection(raw)));
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
-        if outbound.send(text).await.is_err() {
+        if !outbox.send(text.to_string()).await {
             return;
         }
         last_at = Some(tokio::time::Instant::now());
@@ -318,16 +230,68 @@ async fn push_selection(server: Arc<ClaudeServer>, outbound: mpsc::Sender<String
     }
 }
 
-/// `at_mentioned` for every client: lines are 0-based, end inclusive.
-pub fn at_mentioned(server: &ClaudeServer, path: &std::path::Path, line_start: usize, line_end: usize) -> usize {
-    server.broadcast("at_mentioned", &protocol::at_mentioned(path, line_start, line_end))
+/// Starts the Claude Code front-end: its own loopback port and token, its
+/// lockfile in `~/.claude/ide/` (`$CLAUDE_CONFIG_DIR/ide/`). Main thread,
+/// inside the runtime.
+pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+    let lock_dir = protocol::lock_dir_from_env()
+        .ok_or("claude: cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
+    let cannot = |e: std::io::Error| format!("claude: cannot listen on 127.0.0.1: {e}");
+    let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
+    let port = listener.local_addr().map_err(cannot)?.port();
+    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let server = Arc::new(ClaudeServer::new(hub.clone(), crate::serve::token::generate_token(), port, lock_dir));
+    hub.spawn(accept(listener, server.clone()));
+    let announce = server.clone().write_sweeping(true);
+    Ok(Started { front_end: server, announce })
 }
 
-pub fn status(server: &ClaudeServer) -> Value {
-    json!({
-        "enabled": true,
-        "port": server.port,
-        "lockfile": server.lockfile_path().to_string_lossy(),
-        "clients": server.client_count(),
-    })
+impl ClaudeServer {
+    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
+        Box::pin(async move {
+            let path = self.write_lockfile(sweep).await?;
+            log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", self.port, path.display()));
+            Ok(path)
+        })
+    }
+}
+
+impl FrontEnd for ClaudeServer {
+    fn agent(&self) -> Agent {
+        AGENT
+    }
+
+    fn status(&self) -> Value {
+        json!({
+            "enabled": true,
+            "port": self.port,
+            "lockfile": self.lockfile.path.to_string_lossy(),
+            "discovery_file": self.lockfile.path.to_string_lossy(),
+            "clients": self.hub.clients(AGENT.id),
+        })
+    }
+
+    /// Claude Code and OpenCode attach to the editor whose port this is.
+    fn terminal_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("CLAUDE_CODE_SSE_PORT", self.port.to_string()),
+            ("OPENCODE_EDITOR_SSE_PORT", self.port.to_string()),
+            ("ENABLE_IDE_INTEGRATION", "true".into()),
+        ]
+    }
+
+    fn workspace_changed(self: Arc<Self>) -> Announce {
+        self.write_sweeping(false)
+    }
+
+    fn stopped(&self) {
+        if let Err(e) = self.lockfile.remove() {
+            log::warn(format!("cannot remove the Claude lockfile: {e}"));
+        }
+    }
+
+    /// `at_mentioned`: lines are 0-based, end inclusive.
+    fn mention(&self, path: &std::path::Path, first: usize, last: usize) -> usize {
+        self.broadcast("at_mentioned", &protocol::at_mentioned(path, first, last))
+    }
 }

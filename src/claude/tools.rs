@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
-use crate::amp::context::RawSelection;
 use crate::core::editor::{Editor, EditorError, TextToSelect};
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal};
+use crate::core::selection::RawSelection;
 use crate::core::uri::path_to_file_uri;
 use crate::mcp;
 
@@ -20,6 +20,8 @@ pub struct Context<'a> {
     pub workspace_folders: Vec<String>,
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
+    /// The connection asking: its proposals are its own.
+    pub owner: Owner,
 }
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
@@ -166,7 +168,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
             // a rejection is always DIFF_REJECTED.
             let proposal =
-                Proposal { name: tab_name.clone(), path, original: None, proposed: contents, agent: "Claude" };
+                Proposal { name: tab_name.clone(), path, original: None, proposed: contents, owner: cx.owner };
             Ok(match answered(cx.editor.propose(proposal).await)? {
                 Decision::Accepted(text) => mcp::text_content(&["FILE_SAVED", &text], false),
                 Decision::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
@@ -250,7 +252,13 @@ mod tests {
     }
 
     fn cx(editor: &FakeEditor) -> Context<'_> {
-        Context { editor, workspace_folders: vec!["/w".into()], current_selection: None, latest_selection: None }
+        Context {
+            editor,
+            workspace_folders: vec!["/w".into()],
+            current_selection: None,
+            latest_selection: None,
+            owner: Owner::new("Claude"),
+        }
     }
 
     async fn tool(cx: &Context<'_>, name: &str, args: Value) -> Value {

@@ -14,6 +14,23 @@ pub enum Decision {
     Rejected,
 }
 
+/// Who asked for a review: the agent's display name and its connection
+/// (session), so that an agent can close or replace only its own reviews
+/// and its reviews close when it goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub agent: &'static str,
+    pub session: u64,
+}
+
+impl Owner {
+    /// A new session of `agent`, numbered apart from every other.
+    pub fn new(agent: &'static str) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self { agent, session: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+    }
+}
+
 /// A proposed new text for `path`, shown as a review named `name` (an
 /// agent's tab name; a second review of the same name replaces the first).
 #[derive(Debug, Clone)]
@@ -24,8 +41,9 @@ pub struct Proposal {
     /// (empty when the file does not exist yet).
     pub original: Option<String>,
     pub proposed: String,
-    /// Who proposes it, for the view's title ("Claude", "Amp", "Gemini").
-    pub agent: &'static str,
+    /// Who proposes it: the view's title names the agent, and only this
+    /// owner may close or replace it.
+    pub owner: Owner,
 }
 
 /// The largest file a review reads from disk for its left side, and the
@@ -86,7 +104,13 @@ mod tests {
     use super::*;
 
     fn proposal(path: PathBuf, original: Option<&str>) -> Proposal {
-        Proposal { name: "t".into(), path, original: original.map(Into::into), proposed: "new\n".into(), agent: "Amp" }
+        Proposal {
+            name: "t".into(),
+            path,
+            original: original.map(Into::into),
+            proposed: "new\n".into(),
+            owner: Owner::new("Amp"),
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::amp::context::RawSelection;
+use crate::core::selection::RawSelection;
 
 /// Files in one `ide/contextUpdate`: Gemini keeps its 10 most recent and
 /// drops the rest, so sending more only costs bytes.

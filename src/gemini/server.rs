@@ -1,132 +1,189 @@
-//! The Gemini CLI front-end's server: its own port, token and discovery
-//! file (`$TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json`), on the
-//! same runtime and under the same rules as the Amp server. It borrows
-//! from the Amp server's [`Shared`] what is one for all protocols: the
-//! published selection and visible files, the workspace folders, the
-//! pending-handshake limit and deadline, the in-flight byte budget, the
-//! tasks and the shutdown signal.
+//! The Gemini CLI front-end: its port, token and discovery file
+//! (`$TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json`), its tools
+//! over the shared MCP-over-HTTP server (`serve::mcp_http`), and its feed
+//! of `ide/contextUpdate`.
 
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::net::TcpListener;
 
-use super::discovery;
-use super::http::{self, MAX_REQUESTS_IN_FLIGHT};
 use super::protocol::{self, Discovery};
-use super::sessions::Sessions;
-use super::tools::Diffs;
-use crate::amp::lockfile::{self, LockfileError};
-use crate::amp::server::{HandshakeSlot, Shared};
+use super::tools::{self, Diffs};
 use crate::core::log;
+use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::budget::Held;
+use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::hub::Hub;
+use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::mcp_http::sessions::Session;
+use crate::serve::mcp_http::sse::Feed;
+use crate::serve::mcp_http::{self, McpHttp};
+use crate::serve::registry::Agent;
+
+pub const AGENT: Agent = Agent { id: "gemini", name: "Gemini" };
 
 pub struct GeminiServer {
-    pub core: Arc<Shared>,
-    pub token: String,
+    pub hub: Arc<Hub>,
     pub port: u16,
-    pub dir: PathBuf,
-    pub sessions: Sessions,
+    policy: Policy,
+    pub http: McpHttp,
     pub diffs: Arc<Diffs>,
-    pub in_flight: Arc<Semaphore>,
-    writes: tokio::sync::Mutex<()>,
+    pub discovery: DiscoveryFile,
 }
 
 impl GeminiServer {
-    pub fn new(core: Arc<Shared>, token: String, port: u16, dir: PathBuf) -> Self {
-        Self {
-            core,
+    pub fn new(hub: Arc<Hub>, token: String, port: u16, dir: PathBuf) -> Self {
+        let policy = Policy {
             token,
+            token_in: TokenIn::Scheme { header: "authorization", scheme: "Bearer" },
+            allowed_origins: hub.options.allowed_origins.clone(),
+            port: Some(port),
+        };
+        let path = dir.join(protocol::file_name(std::process::id(), port));
+        Self {
+            discovery: DiscoveryFile::new(AGENT.name, dir, path, PidIn::Name(protocol::pid_of_file_name)),
+            hub,
             port,
-            dir,
-            sessions: Sessions::default(),
+            policy,
+            http: McpHttp::default(),
             diffs: Arc::new(Diffs::default()),
-            in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
-            writes: tokio::sync::Mutex::new(()),
         }
     }
 
-    pub fn discovery_path(&self) -> PathBuf {
-        self.dir.join(protocol::file_name(std::process::id(), self.port))
-    }
-
-    /// Removes dead editors' discovery files (`clean_stale`), then writes
-    /// ours with the current workspace folders (atomically, 0600 in 0700).
-    pub async fn write_discovery(self: &Arc<Self>, clean_stale: bool) -> Result<PathBuf, LockfileError> {
-        let _guard = self.writes.lock().await;
-        let file = Discovery::new(self.port, &self.core.workspace_folders(), self.token.clone());
-        let (dir, path) = (self.dir.clone(), self.discovery_path());
-        lockfile::write_off_thread("Gemini", dir.clone(), move || {
-            if clean_stale {
-                for removed in discovery::remove_stale(&dir) {
-                    log::info(format!("removed stale Gemini discovery file {}", removed.display()));
-                }
-            }
-            discovery::write(&dir, &path, &file)
-        })
-        .await
+    /// Writes the discovery file with the current workspace folders, first
+    /// sweeping dead editors' files when `sweep`.
+    pub async fn write_discovery(&self, sweep: bool) -> Result<PathBuf, DiscoveryError> {
+        let contents = || {
+            let file = Discovery::new(self.port, &self.hub.workspace_folders(), self.policy.token.clone());
+            serde_json::to_vec_pretty(&file).expect("a discovery file serializes")
+        };
+        self.discovery.write(contents, sweep).await
     }
 }
 
-/// Accepts connections until shutdown, under the Amp server's handshake limits.
-/// The sessions end with the server (their event streams close).
-pub async fn accept_loop(listener: TcpListener, server: Arc<GeminiServer>) {
-    let core = server.core.clone();
+impl mcp_http::Protocol for GeminiServer {
+    fn agent(&self) -> Agent {
+        AGENT
+    }
+
+    fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn http(&self) -> &McpHttp {
+        &self.http
+    }
+
+    async fn request(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        method: &str,
+        params: Value,
+        _held: &mut Held,
+    ) -> Result<Value, (i64, String)> {
+        let target = session.clone();
+        let notify: tools::Notify = Arc::new(move |method, params| {
+            if !target.send(crate::mcp::notification(method, &params)) {
+                log::warn(format!("gemini: {method} dropped: the client's queue is full"));
+            }
+        });
+        let hub = self.hub.clone();
+        let spawn = move |task: Pin<Box<dyn std::future::Future<Output = ()> + Send>>| {
+            hub.spawn(task);
+        };
+        let cx = tools::Context {
+            editor: self.hub.editor.clone(),
+            workspace_folders: self.hub.workspace_folders(),
+            diffs: self.diffs.clone(),
+            notify,
+            spawn: &spawn,
+            owner: session.owner,
+        };
+        tools::answer(method, &params, &cx).await
+    }
+
+    fn feed(self: &Arc<Self>, _session: &Arc<Session>) -> Option<Feed> {
+        Some(super::context::feed(&self.hub))
+    }
+}
+
+/// Accepts Gemini CLI connections until the session stops; the sessions
+/// end with it (their event streams close).
+pub async fn accept(listener: TcpListener, server: Arc<GeminiServer>) {
+    let hub = server.hub.clone();
     let serving = server.clone();
-    core.accept_connections(listener, "gemini", move |stream, slot| serve(stream, serving.clone(), slot)).await;
-    server.sessions.end_all();
+    let serve = move |stream, slot: HandshakeSlot| mcp_http::serve(serving.clone(), stream, slot);
+    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await;
+    server.http.sessions.end_all();
 }
 
-/// One connection: HTTP/1.1 with keep-alive. It counts as a pending
-/// handshake until its first request's headers are in (a flood of silent
-/// connections drops the oldest); a request's headers must arrive within
-/// `handshake_timeout_ms`, idle keep-alive time included.
-async fn serve(stream: TcpStream, server: Arc<GeminiServer>, slot: HandshakeSlot) {
-    let cancel = slot.cancel.clone();
-    let closing = server.core.closing.clone();
-    let header_timeout = Duration::from_millis(server.core.options.handshake_timeout_ms);
-    let slot = std::sync::Mutex::new(Some(slot));
-    let service = service_fn(move |req| {
-        // The first request is in: no longer a pending handshake.
-        slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        http::handle(req, server.clone())
-    });
-    let mut builder = http1::Builder::new();
-    // Headers of a request: 64 KiB at most (hyper's buffer), in time.
-    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(MAX_HEADER_BYTES);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    tokio::select! {
-        served = conn.as_mut() => {
-            if let Err(e) = served {
-                crate::log_debug!("gemini: connection ended: {}", log::untrusted(&e.to_string()));
-            }
-        }
-        // Dropped to make room for newer connections (still pending only).
-        () = cancel.notified() => {}
-        () = closing.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
+/// Starts the Gemini CLI front-end: its own loopback port and token, its
+/// discovery file in `$TMPDIR/gemini/ide/`. Main thread, inside the runtime.
+pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+    let dir = protocol::discovery_dir_from_env();
+    let cannot = |e: std::io::Error| format!("gemini: cannot listen on 127.0.0.1: {e}");
+    let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
+    let port = listener.local_addr().map_err(cannot)?.port();
+    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let server = Arc::new(GeminiServer::new(hub.clone(), crate::serve::token::generate_token(), port, dir));
+    hub.spawn(accept(listener, server.clone()));
+    let announce = server.clone().write_sweeping(true);
+    Ok(Started { front_end: server, announce })
+}
+
+impl GeminiServer {
+    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
+        Box::pin(async move {
+            let path = self.write_discovery(sweep).await?;
+            log::info(format!("gemini: listening on 127.0.0.1:{}, discovery file {}", self.port, path.display()));
+            Ok(path)
+        })
     }
 }
 
-/// hyper's read buffer, so the most a request's headers may take.
-const MAX_HEADER_BYTES: usize = 64 * 1024;
+impl FrontEnd for GeminiServer {
+    fn agent(&self) -> Agent {
+        AGENT
+    }
 
-pub fn status(server: &GeminiServer) -> Value {
-    json!({
-        "enabled": true,
-        "port": server.port,
-        "clients": server.sessions.streams(),
-        "sessions": server.sessions.count(),
-        "discovery_file": server.discovery_path().to_string_lossy(),
-        "workspace_path": protocol::workspace_path(&server.core.workspace_folders()),
-        "pid": std::process::id(),
-    })
+    fn status(&self) -> Value {
+        json!({
+            "enabled": true,
+            "port": self.port,
+            "clients": self.hub.clients(AGENT.id),
+            "sessions": self.http.sessions.count(),
+            "discovery_file": self.discovery.path.to_string_lossy(),
+            "workspace_path": protocol::workspace_path(&self.hub.workspace_folders()),
+            "pid": std::process::id(),
+        })
+    }
+
+    /// With the pid, Gemini picks this editor's discovery file first
+    /// instead of guessing the editor from its ancestor processes.
+    fn terminal_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("GEMINI_CLI_IDE_SERVER_PORT", self.port.to_string()),
+            ("GEMINI_CLI_IDE_WORKSPACE_PATH", protocol::workspace_path(&self.hub.workspace_folders())),
+            ("GEMINI_CLI_IDE_PID", std::process::id().to_string()),
+        ]
+    }
+
+    fn workspace_changed(self: Arc<Self>) -> Announce {
+        self.write_sweeping(false)
+    }
+
+    fn stopped(&self) {
+        self.http.sessions.end_all();
+        if let Err(e) = self.discovery.remove() {
+            log::warn(format!("cannot remove the Gemini discovery file: {e}"));
+        }
+    }
 }

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::protocol;
 use crate::core::editor::{Editor, EditorError};
 use crate::core::log;
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal};
 use crate::mcp;
 
 /// Sends one notification to the session that made the request.
@@ -35,14 +35,17 @@ pub struct Context<'a> {
     pub diffs: Arc<Diffs>,
     pub notify: Notify,
     pub spawn: Spawn<'a>,
+    /// The session asking: its diffs are its own.
+    pub owner: Owner,
 }
 
-/// The diffs waiting for a decision, by file: Gemini knows a diff only by
-/// its path, so a decision is told only for the newest `openDiff` of a
-/// path (an older one replaced by it would resolve the newer one's wait).
+/// The diffs waiting for a decision, by session and file: Gemini knows a
+/// diff only by its path, so a decision is told only for the newest
+/// `openDiff` of a path (an older one replaced by it would resolve the
+/// newer one's wait).
 #[derive(Default)]
 pub struct Diffs {
-    open: Mutex<HashMap<PathBuf, Open>>,
+    open: Mutex<HashMap<(u64, PathBuf), Open>>,
     next: AtomicU64,
 }
 
@@ -53,23 +56,24 @@ struct Open {
 }
 
 impl Diffs {
-    fn open(&self, path: &Path) -> u64 {
+    fn open(&self, owner: Owner, path: &Path) -> u64 {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(path.to_path_buf(), Open { generation, suppressed: false });
+        self.lock().insert((owner.session, path.to_path_buf()), Open { generation, suppressed: false });
         generation
     }
 
-    fn suppress(&self, path: &Path) {
-        if let Some(open) = self.lock().get_mut(path) {
+    fn suppress(&self, owner: Owner, path: &Path) {
+        if let Some(open) = self.lock().get_mut(&(owner.session, path.to_path_buf())) {
             open.suppressed = true;
         }
     }
 
     /// Whether the decision of diff `generation` of `path` is to be told.
-    fn finish(&self, path: &Path, generation: u64) -> bool {
+    fn finish(&self, owner: Owner, path: &Path, generation: u64) -> bool {
         let mut open = self.lock();
-        match open.get(path) {
-            Some(o) if o.generation == generation => open.remove(path).is_some_and(|o| !o.suppressed),
+        let key = (owner.session, path.to_path_buf());
+        match open.get(&key) {
+            Some(o) if o.generation == generation => open.remove(&key).is_some_and(|o| !o.suppressed),
             _ => false,
         }
     }
@@ -78,7 +82,7 @@ impl Diffs {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Open>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, PathBuf), Open>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -111,13 +115,13 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) => s.clone(),
                 _ => return Err((mcp::INVALID_PARAMS, "newContent must be a string".into())),
             };
-            let generation = cx.diffs.open(&path);
-            let proposal =
-                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, agent: "Gemini" };
+            let owner = cx.owner;
+            let generation = cx.diffs.open(owner, &path);
+            let proposal = Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner };
             let (editor, diffs, notify) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone());
             (cx.spawn)(Box::pin(async move {
                 let decided = editor.propose(proposal).await;
-                if !diffs.finish(&path, generation) {
+                if !diffs.finish(owner, &path, generation) {
                     return;
                 }
                 match decided {
@@ -141,7 +145,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let name = review_name(&path);
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
-                cx.diffs.suppress(&path);
+                cx.diffs.suppress(cx.owner, &path);
             }
             let text = answered(cx.editor.review_text(name.clone()).await)?;
             answered(cx.editor.close_review(name).await)?;
@@ -166,6 +170,7 @@ mod tests {
             diffs: diffs.clone(),
             notify: Arc::new(move |m, p| sent.lock().unwrap().push((m, p))),
             spawn,
+            owner: Owner { agent: "Gemini", session: 7 },
         }
     }
 
@@ -248,11 +253,15 @@ mod tests {
     #[tokio::test]
     async fn a_replaced_diff_tells_nothing() {
         let diffs = Diffs::default();
-        let first = diffs.open(Path::new("/a"));
-        let second = diffs.open(Path::new("/a"));
-        assert!(!diffs.finish(Path::new("/a"), first));
-        assert!(diffs.finish(Path::new("/a"), second));
-        assert!(!diffs.finish(Path::new("/a"), second));
+        let (me, other) = (Owner::new("Gemini"), Owner::new("Gemini"));
+        let first = diffs.open(me, Path::new("/a"));
+        let second = diffs.open(me, Path::new("/a"));
+        let theirs = diffs.open(other, Path::new("/a"));
+        assert!(!diffs.finish(me, Path::new("/a"), first));
+        assert!(diffs.finish(me, Path::new("/a"), second));
+        assert!(!diffs.finish(me, Path::new("/a"), second));
+        // Another session's diff of the same file is its own.
+        assert!(diffs.finish(other, Path::new("/a"), theirs));
     }
 
     #[tokio::test]

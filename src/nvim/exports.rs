@@ -12,10 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use mlua::{Function, Lua, Table};
 use serde_json::{json, Value};
 
-use crate::amp;
-use crate::amp::options::ServerOptions;
 use crate::core::{filetext, log};
 use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
+use crate::serve::options::ServerOptions;
 
 /// The module's entry point (`luaopen_amp_core`, made by mlua), `require`d
 /// through `package.loadlib` on Neovim's main thread. An error raises in
@@ -70,11 +69,20 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
             Ok(json!(session::at_mentioned(&path, line(1)?, line(2)?)))
         })?,
     )?;
+    // broadcast("userSentMessage" | "appendToPrompt", { message = text }):
+    // the text to every client whose protocol carries it; how many got it.
     t.set(
         "broadcast",
         export(lua, |args: Vec<Value>| {
-            let name = string_arg("broadcast", &args, 0)?;
-            Ok(json!(session::broadcast(&name, &arg(&args, 1))))
+            let submit = match string_arg("broadcast", &args, 0)?.as_str() {
+                "userSentMessage" => true,
+                "appendToPrompt" => false,
+                other => return Err(format!("broadcast: unknown notification {other}")),
+            };
+            let payload = arg(&args, 1);
+            let text =
+                payload.get("message").and_then(Value::as_str).ok_or("broadcast: expected { message = text }")?;
+            Ok(json!(session::send_text(submit, text)))
         })?,
     )?;
     // Hot paths (autocmds): no arguments used, nothing returned.
@@ -93,7 +101,7 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "set_read_options",
         export(lua, |args: Vec<Value>| {
-            filetext::set_read_options(amp::options::read_options("read_options", &arg(&args, 0))?);
+            filetext::set_read_options(crate::serve::options::read_options("read_options", &arg(&args, 0))?);
             Ok(Value::Null)
         })?,
     )?;

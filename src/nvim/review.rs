@@ -71,7 +71,7 @@ pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
     let name = proposal.name.clone();
     let shown = on_main(move || {
         let path = proposal.path.to_string_lossy().into_owned();
-        call::<_, ()>("open_proposal", (proposal.name, path, original, proposal.proposed, proposal.agent))
+        call::<_, ()>("open_proposal", (proposal.name, path, original, proposal.proposed, proposal.owner.agent))
     })
     .await;
     if let Err(e) = shown.map_err(EditorError::from).and_then(|r| r.map_err(EditorError::Refused)) {

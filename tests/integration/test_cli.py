@@ -205,7 +205,7 @@ def test_the_real_cli_reconnects_after_amp_restart(nvim_factory, cli_factory):
     wait_for(lambda: cli.connects(), 30, f"the CLI to connect (log: {cli.log_path})")
     assert cli.connects()[0].get("port") == port, cli.connects()
     wait_for(lambda: clients(ed) == 1, 10, "Neovim to count the CLI")
-    wait_for(lambda: "amp: an agent connected" in shown(ed), 5, "the connect notice")
+    wait_for(lambda: "amp: Amp connected" in shown(ed), 5, "the connect notice")
 
     def reconnected(before: set[int]) -> set[int]:
         # A connection of the CLI's own processes to the port, not one it
@@ -218,15 +218,15 @@ def test_the_real_cli_reconnects_after_amp_restart(nvim_factory, cli_factory):
     second = wait_for(lambda: reconnected(first), 15, "the CLI to reconnect after :Amp restart")
     assert ed.lock["port"] == port
     # Counted as an agent once the connection stays (connection.lua's settle time).
-    wait_for(lambda: shown(ed).count("amp: an agent connected") == 2, 5, "the second connect notice")
+    wait_for(lambda: shown(ed).count("amp: Amp connected") == 2, 5, "the second connect notice")
 
     ed.nvim.command("Amp stop")
     time.sleep(2.5)  # the CLI dials the dead port meanwhile
     ed.nvim.command("Amp start")
     wait_for(lambda: reconnected(second), 15, "the CLI to reconnect after :Amp stop, :Amp start")
-    wait_for(lambda: shown(ed).count("amp: an agent connected") == 3, 5, "the third connect notice")
-    notices = [s for s in shown(ed) if "agent" in s]
-    assert notices.count("amp: an agent connected") == 3, notices
+    wait_for(lambda: shown(ed).count("amp: Amp connected") == 3, 5, "the third connect notice")
+    notices = [s for s in shown(ed) if "connected" in s]
+    assert notices.count("amp: Amp connected") == 3, notices
     assert all("\n" not in s and len(s) < 80 for s in notices), notices
 
 
@@ -334,14 +334,14 @@ def test_connect_and_disconnect_notices_and_statusline(nvim_factory):
     record_echo(ed)
     assert ed.lua("return require('amp').statusline()") == "amp"
     c = ed.connect()
-    wait_for(lambda: "amp: an agent connected" in shown(ed), 5, "the connect notice")
-    assert ed.lua("return require('amp').statusline()") == "amp: 1 agent"
+    wait_for(lambda: "amp: Amp connected" in shown(ed), 5, "the connect notice")
+    assert ed.lua("return require('amp').statusline()") == "amp: 1 agent (Amp)"
     c2 = ed.connect()
-    wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 2 agents", 5, "two agents")
+    wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 2 agents (2 Amp)", 5, "two agents")
     c2.close()
-    wait_for(lambda: "amp: an agent disconnected (1 left)" in shown(ed), 5, "the disconnect notice")
+    wait_for(lambda: "amp: Amp disconnected (1 left)" in shown(ed), 5, "the disconnect notice")
     c.close()
-    wait_for(lambda: "amp: the agent disconnected" in shown(ed), 5, "the last disconnect notice")
+    wait_for(lambda: "amp: Amp disconnected" in shown(ed), 5, "the last disconnect notice")
     assert ed.lua("return require('amp').statusline()") == "amp"
     # a one-request client (the diagnostics plugin's kind) is not an agent
     n = len(shown(ed))
@@ -374,7 +374,7 @@ def test_a_connect_notice_never_makes_a_second_hit_enter_prompt(nvim_factory):
         waiting = c.send_request("readFile", {"path": str(p)})
         ed.nvim.input("<CR>")
         assert c.recv_response(waiting, timeout=3)["readFile"]["content"] == "unsaved\n"
-        wait_for(lambda: "amp: an agent connected" in ed.nvim.command_output("messages"), 5, "the notice")
+        wait_for(lambda: "amp: Amp connected" in ed.nvim.command_output("messages"), 5, "the notice")
     finally:
         for _ in range(5):  # a failure leaves a prompt: dismiss it so the detach is answered
             if ed.nvim.api.get_mode()["mode"] != "r":
@@ -388,7 +388,7 @@ def test_connection_notices_can_be_turned_off(nvim_factory):
     ed = nvim_factory(notify={"connections": False})
     record_echo(ed)
     c = ed.connect()
-    wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 1 agent", 5, "the statusline")
+    wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 1 agent (Amp)", 5, "the statusline")
     c.close()
     wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp", 5, "the statusline")
     assert shown(ed) == []

@@ -226,7 +226,7 @@ def test_no_discovery_file_in_a_gemini_directory_of_another_user(nvim_factory, a
     ed = start(nvim_factory, amp_env)
     status = wait_for(lambda: (gemini_status(ed) or {}).get("port") and gemini_status(ed), 10, "the Gemini server")
     error = wait_for(lambda: ed.lua("return require('amp').status().last_error"), 10, "the error in status()")
-    assert "cannot write the Gemini lockfile" in error and "belongs to another user (uid 65534)" in error, error
+    assert "cannot write the Gemini discovery file" in error and "belongs to another user (uid 65534)" in error, error
     assert not list(shared.rglob("*.json"))
     assert stat.S_IMODE(shared.stat().st_mode) == 0o777
 

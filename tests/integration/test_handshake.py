@@ -92,8 +92,7 @@ def test_allowed_origin_accepted(nvim_factory):
 
 
 @pytest.mark.parametrize("host", [
-    "localhost", "localhost:{port}", "127.0.0.1:{port}", "127.0.0.1", "[::1]:{port}", "[::1]",
-    "localhost:1",
+    "localhost:{port}", "127.0.0.1:{port}", "[::1]:{port}", "LOCALHOST:{port}",
 ])
 def test_loopback_host_accepted(editor, host):
     lock = editor.lock
@@ -104,10 +103,15 @@ def test_loopback_host_accepted(editor, host):
 @pytest.mark.parametrize("host", [
     "evil.test", "evil.test:{port}", "localhost.evil.test:{port}", "127.0.0.1.nip.io:{port}",
     "192.0.2.1:{port}", "[::2]:{port}", "0.0.0.0:{port}", "localhost@evil.test",
+    # One policy for every front-end: a loopback name with the port the
+    # client connected to (what every real client sends), never another
+    # port or none (a request relayed from elsewhere).
+    "localhost", "127.0.0.1", "[::1]", "localhost:1", "127.0.0.1:{other}",
 ])
 def test_foreign_host_refused_403(editor, host):
     lock = editor.lock
-    hs = raw_handshake(lock["port"], token=lock["authToken"], host=host.format(port=lock["port"]))
+    host = host.format(port=lock["port"], other=lock["port"] + 1)
+    hs = raw_handshake(lock["port"], token=lock["authToken"], host=host)
     assert hs.status == 403, (host, hs.status_line)
 
 

@@ -177,18 +177,27 @@ def test_gemini_terminal_attaches_to_the_gemini_front_end(nvim_factory, tmp_path
     assert notes(ed) == [], notes(ed)
 
 
-def test_the_environment_function_follows_a_gemini_status(nvim_factory):
-    """agent_env() turns a status with a Gemini front-end into the Gemini
-    CLI's variables (the shape another front-end reports)."""
+def test_the_environment_function_takes_each_front_ends_variables(nvim_factory):
+    """agent_env() gathers the variables every enabled front-end reports in
+    status().agents[<id>].env (whatever the agent), adds the loopback names
+    to no_proxy, and gives nothing of a disabled agent or a stopped server."""
     ed = nvim_factory()
     env = ed.lua("""
         return require('amp.core').agent_env({ running = true, workspace_folders = { '/w/a', '/w/b' },
-          agents = { gemini = { enabled = true, port = 4242 } } })
+          agents = {
+            gemini = { enabled = true, port = 4242,
+                       env = { GEMINI_CLI_IDE_SERVER_PORT = '4242', GEMINI_CLI_IDE_WORKSPACE_PATH = '/w/a:/w/b' } },
+            newagent = { enabled = true, env = { NEW_AGENT_PORT = '7' } },
+            claude = { enabled = false, env = { CLAUDE_CODE_SSE_PORT = '1' } },
+          } })
     """)
     assert env["GEMINI_CLI_IDE_SERVER_PORT"] == "4242"
     assert env["GEMINI_CLI_IDE_WORKSPACE_PATH"] == "/w/a:/w/b"
+    assert env["NEW_AGENT_PORT"] == "7"
     assert "CLAUDE_CODE_SSE_PORT" not in env
-    assert ed.lua("return require('amp.core').agent_env({ running = false, agents = { gemini = { port = 1 } } })") in ({}, [])
+    assert "127.0.0.1" in env["no_proxy"].split(",") and "localhost" in env["no_proxy"].split(",")
+    stopped = "return require('amp.core').agent_env({ running = false, agents = { gemini = { env = { X = '1' } } } })"
+    assert ed.lua(stopped) in ({}, [])
 
 
 def test_opening_amp_says_when_another_editor_serves_the_folder(nvim_factory, tmp_path):

@@ -1,4 +1,4 @@
-//! The server's settings as `start(opts)` receives them from Lua, checked
+//! The session's settings as `start(opts)` receives them from Lua, checked
 //! with messages that name the option (Lua validates too; this is the last
 //! line, so a bad table never reaches the socket code).
 
@@ -57,20 +57,21 @@ pub struct ServerOptions {
     pub review_timeout_ms: u64,
 }
 
-/// The attach protocols served from the one editor state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Agents {
-    /// Amp's lockfile and server.
-    pub amp: bool,
-    /// Claude Code's (and OpenCode's) `~/.claude/ide/<port>.lock` and server.
-    pub claude: bool,
-    /// Gemini CLI's `$TMPDIR/gemini/ide/` discovery file and MCP HTTP server.
-    pub gemini: bool,
-}
+/// Which agents are served from the one editor state: each front-end's id
+/// (`"amp"`, `"claude"`, `"gemini"`, ...) on or off, as `agents` in
+/// setup() says. Amp is on unless turned off; every other agent is off
+/// unless turned on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Agents(std::collections::BTreeMap<String, bool>);
 
-impl Default for Agents {
-    fn default() -> Self {
-        Self { amp: true, claude: false, gemini: false }
+impl Agents {
+    pub fn enabled(&self, id: &str) -> bool {
+        self.0.get(id).copied().unwrap_or(id == "amp")
+    }
+
+    /// Turns `id` on or off.
+    pub fn set(&mut self, id: &str, on: bool) {
+        self.0.insert(id.to_owned(), on);
     }
 }
 
@@ -260,13 +261,7 @@ fn agents(v: &Value) -> Result<Agents, String> {
     };
     for (name, on) in map {
         let on = on.as_bool().ok_or_else(|| format!("start: agents.{name} must be a boolean, got {on}"))?;
-        match name.as_str() {
-            "amp" => out.amp = on,
-            "claude" => out.claude = on,
-            "gemini" => out.gemini = on,
-            // Protocols of later releases pass through.
-            _ => {}
-        }
+        out.set(name, on);
     }
     Ok(out)
 }
@@ -278,15 +273,15 @@ mod agents_tests {
 
     #[test]
     fn agents_default_to_amp_only_and_are_checked() {
+        let on = |o: &ServerOptions| {
+            ["amp", "claude", "gemini", "copilot"].into_iter().filter(|id| o.agents.enabled(id)).collect::<Vec<_>>()
+        };
         let base = json!({ "workspace_folders": ["/w"] });
-        assert_eq!(ServerOptions::from_json(&base).unwrap().agents, Agents { amp: true, claude: false, gemini: false });
+        assert_eq!(on(&ServerOptions::from_json(&base).unwrap()), ["amp"]);
         let both = json!({ "workspace_folders": ["/w"], "agents": { "claude": true } });
-        assert_eq!(ServerOptions::from_json(&both).unwrap().agents, Agents { amp: true, claude: true, gemini: false });
+        assert_eq!(on(&ServerOptions::from_json(&both).unwrap()), ["amp", "claude"]);
         let gemini = json!({ "workspace_folders": ["/w"], "agents": { "amp": false, "gemini": true } });
-        assert_eq!(
-            ServerOptions::from_json(&gemini).unwrap().agents,
-            Agents { amp: false, claude: false, gemini: true }
-        );
+        assert_eq!(on(&ServerOptions::from_json(&gemini).unwrap()), ["gemini"]);
         let bad = json!({ "workspace_folders": ["/w"], "agents": { "gemini": 1 } });
         assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.gemini"));
         let bad = json!({ "workspace_folders": ["/w"], "agents": { "claude": "yes" } });

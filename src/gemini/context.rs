@@ -1,0 +1,94 @@
+//! `ide/contextUpdate` for one event stream: the cursor or selection and
+//! the visible files, from the one published state, at once when the
+//! stream opens, then at most one per `selection_interval_ms` (a burst is
+//! coalesced and ends with the newest state), never the same twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::protocol::{context_update, Recency};
+use crate::core::log;
+use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
+use crate::mcp;
+use crate::serve::hub::Hub;
+use crate::serve::mcp_http::sse::Feed;
+
+struct State {
+    selection: watch::Receiver<Option<Arc<SelectionSnapshot>>>,
+    visible: watch::Receiver<Option<Arc<VisibleFilesSnapshot>>>,
+    interval: Duration,
+    recency: Recency,
+    /// The last context sent, without its timestamps.
+    sent: Option<Value>,
+    /// A change not sent yet: sent at `last_at + interval`.
+    pending: bool,
+    last_at: Option<Instant>,
+}
+
+/// The stream's feed of `ide/contextUpdate` notifications.
+pub fn feed(hub: &Hub) -> Feed {
+    let state = State {
+        selection: hub.state.subscribe_selection(),
+        visible: hub.state.subscribe_visible_files(),
+        interval: Duration::from_millis(hub.options.selection_interval_ms),
+        recency: Recency::default(),
+        sent: None,
+        pending: true,
+        last_at: None,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
+        let text = next(&mut st).await?;
+        Some((text, st))
+    }))
+}
+
+async fn next(st: &mut State) -> Option<String> {
+    loop {
+        let due = st.last_at.map_or_else(Instant::now, |at| at + st.interval);
+        tokio::select! {
+            biased;
+            () = tokio::time::sleep_until(due), if st.pending => {
+                st.pending = false;
+                if let Some(text) = context(st) {
+                    st.last_at = Some(Instant::now());
+                    return Some(text);
+                }
+            }
+            changed = st.selection.changed(), if !st.pending => {
+                changed.ok()?;
+                st.pending = true;
+            }
+            changed = st.visible.changed(), if !st.pending => {
+                changed.ok()?;
+                st.pending = true;
+            }
+        }
+    }
+}
+
+/// The notification for the newest state, unless it is the one sent last.
+fn context(st: &mut State) -> Option<String> {
+    let selection = st.selection.borrow_and_update().clone();
+    let visible = st.visible.borrow_and_update().clone();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let files = visible.as_ref().map_or(&[][..], |v| v.raw.as_slice());
+    let params = context_update(selection.as_ref().map(|s| &s.raw), files, &mut st.recency, now_ms);
+    // Timestamps change on every call: compare without them.
+    let mut key = params.clone();
+    if let Some(files) = key["workspaceState"]["openFiles"].as_array_mut() {
+        for f in files {
+            f.as_object_mut().map(|o| o.remove("timestamp"));
+        }
+    }
+    if st.sent.as_ref() == Some(&key) {
+        return None;
+    }
+    st.sent = Some(key);
+    let text = mcp::notification("ide/contextUpdate", &params);
+    crate::log_debug!("gemini: contextUpdate {}", log::untrusted(&text));
+    Some(text)
+}

@@ -1,0 +1,56 @@
+//! A running front-end as the session sees it: what `status()` shows of
+//! it, the variables that attach an agent started in the editor's
+//! terminal, and what it does when the workspace changes or the session
+//! stops. Each agent's module has a `start(&Arc<Hub>)` that binds its
+//! listener, spawns its accept loop and writes its discovery file.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::discovery::DiscoveryError;
+use super::registry::Agent;
+
+pub trait FrontEnd: Send + Sync {
+    fn agent(&self) -> Agent;
+
+    /// `status().agents[<id>]`: `enabled`, where it listens, its discovery
+    /// file, its clients.
+    fn status(&self) -> Value;
+
+    /// The variables that attach an agent started in this editor's terminal
+    /// to this editor (set in Neovim's environment while the session runs).
+    fn terminal_env(&self) -> Vec<(&'static str, String)>;
+
+    /// The workspace folders changed: the discovery file is rewritten.
+    fn workspace_changed(self: Arc<Self>) -> Announce;
+
+    /// The session stops (its tasks are gone): the discovery file is
+    /// removed. A quick unlink, run on the main thread before Neovim exits.
+    fn stopped(&self);
+
+    /// `:Amp ref`: lines `first..=last` (0-based) of `path` added to the
+    /// agent's prompt, where its protocol can; how many clients got it.
+    fn mention(&self, _path: &Path, _first: usize, _last: usize) -> usize {
+        0
+    }
+
+    /// `text` to the agent's prompt (`submit`: as if the user sent it),
+    /// where its protocol can; how many clients got it.
+    fn send_text(&self, _submit: bool, _text: &str) -> usize {
+        0
+    }
+}
+
+/// A discovery file being written.
+pub type Announce = Pin<Box<dyn Future<Output = Result<PathBuf, DiscoveryError>> + Send>>;
+
+/// A front-end that started: itself, and the first write of its discovery
+/// file (the session tells `User AmpServerStarted` once every one is on disk).
+pub struct Started {
+    pub front_end: Arc<dyn FrontEnd>,
+    pub announce: Announce,
+}

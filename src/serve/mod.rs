@@ -1,0 +1,21 @@
+//! The serving layer every agent front-end stands on (plain tokio, no
+//! Neovim): listeners and the one admission policy, handshake slots, the
+//! in-flight byte budget, private discovery files, the registry of
+//! connected agents, one WebSocket client loop and MCP over Streamable
+//! HTTP. A front-end (`crate::amp`, `crate::claude`, `crate::gemini`, ...)
+//! adds only its own codec, tools and discovery file; front-ends import
+//! nothing from each other.
+
+pub mod admission;
+pub mod budget;
+pub mod discovery;
+pub mod front_end;
+pub mod hub;
+pub mod json_text;
+pub mod listener;
+pub mod mcp_http;
+pub mod options;
+pub mod registry;
+pub mod tasks;
+pub mod token;
+pub mod websocket;
