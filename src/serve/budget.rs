@@ -58,9 +58,14 @@ fn cost(len: usize, total: usize) -> u32 {
 pub struct Share(OwnedSemaphorePermit);
 
 impl Share {
-    /// Adds `other` to this share (a body read in pieces).
-    pub fn merge(&mut self, other: Share) {
-        self.0.merge(other.0);
+    /// Gives back what is over the cost of a message of `len` bytes (a body
+    /// whose size was not known when its share was taken).
+    pub fn shrink_to(&mut self, budget: &Budget, len: usize) {
+        let keep = budget.cost(len) as usize;
+        let excess = self.0.num_permits().saturating_sub(keep);
+        if excess > 0 {
+            drop(self.0.split(excess));
+        }
     }
 }
 
@@ -105,6 +110,10 @@ mod tests {
         assert_eq!((budget.available(), slots.available_permits()), (0, 0));
         held.release();
         assert_eq!((budget.available(), slots.available_permits()), (100, 1));
+        let mut over = budget.try_take(40).expect("room for 80");
+        over.shrink_to(&budget, 10);
+        assert_eq!(budget.available(), 80, "kept the cost of 10 bytes");
+        drop(over);
         // Bigger than the whole budget: takes all of it, once it is free.
         let all = budget.take(1 << 20).await.unwrap();
         assert_eq!(budget.available(), 0);

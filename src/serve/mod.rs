@@ -19,3 +19,4 @@ pub mod registry;
 pub mod tasks;
 pub mod token;
 pub mod websocket;
+pub mod write_deadline;

@@ -46,12 +46,11 @@ use super::hub::Hub;
 use super::json_text::{JsonText, Piecewise};
 use super::listener::HandshakeSlot;
 use super::registry::Agent;
+use super::write_deadline::{Abort, WRITE_TIMEOUT};
 use crate::core::log;
 
 /// Requests of one client answered at once; the socket is not read past it.
 pub const MAX_IN_FLIGHT: usize = 64;
-/// A client that accepts no bytes for this long is dropped.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Payload bytes per fragment of a long message: under glibc's default mmap
 /// threshold, so each piece's buffer is reused heap memory, not fresh pages.
@@ -349,7 +348,10 @@ async fn run<P: Protocol>(
                 match sent {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return format!("write failed: {e}"),
-                    Err(_) => return "stopped reading (write timed out)".into(),
+                    Err(_) => {
+                        ws.get_ref().abort_on_close();
+                        return "stopped reading (write timed out)".into();
+                    }
                 }
             }
             _ = keepalive.tick() => {
@@ -362,6 +364,7 @@ async fn run<P: Protocol>(
                     last_heard = Instant::now();
                 }
                 if timeout(WRITE_TIMEOUT, ws.send(Message::Ping(Vec::new()))).await.map_or(true, |r| r.is_err()) {
+                    ws.get_ref().abort_on_close();
                     return "keepalive ping failed".into();
                 }
             }

@@ -13,6 +13,7 @@ from websockets.sync.client import connect
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
+from mcp_clients import Mcp, handshake
 
 SETUP = {"agents": {"amp": True, "claude": True}}
 
@@ -26,68 +27,6 @@ def claude_lock(ed):
     path = ed.env.home / ".claude" / "ide" / f"{status['port']}.lock"
     wait_for(path.exists, 10, f"the Claude lockfile {path}")
     return path, json.loads(path.read_text()), status
-
-
-class Mcp:
-    """A minimal MCP client over the Claude transport."""
-
-    def __init__(self, port, token, protocol="mcp"):
-        headers = {"x-claude-code-ide-authorization": token} if token is not None else {}
-        self.ws = connect(f"ws://127.0.0.1:{port}/", additional_headers=headers,
-                          subprotocols=[protocol] if protocol else None, proxy=None, open_timeout=5,
-                          legacy=True)
-        self.next_id = 0
-        self.notifications = []
-
-    def request(self, method, params=None, timeout=10):
-        self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.ws.send(json.dumps(msg))
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = json.loads(self.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
-            if reply.get("id") == self.next_id:
-                return reply
-            self.notifications.append(reply)
-
-    def notify(self, method, params=None):
-        self.ws.send(json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}}))
-
-    def tool(self, name, arguments=None):
-        reply = self.request("tools/call", {"name": name, "arguments": arguments or {}})
-        assert "result" in reply, reply
-        text = reply["result"]["content"][0]["text"]
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-    def wait_notification(self, method, where=lambda p: True, timeout=10):
-        deadline = time.monotonic() + timeout
-        while True:
-            for n in self.notifications:
-                if n.get("method") == method and where(n.get("params")):
-                    return n["params"]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no {method} notification; got {self.notifications!r}")
-            try:
-                self.notifications.append(json.loads(self.ws.recv(timeout=left)))
-            except TimeoutError:
-                pass
-
-    def close(self):
-        self.ws.close()
-
-
-def handshake(client):
-    init = client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                         "clientInfo": {"name": "claude-code", "version": "test"}})
-    client.notify("notifications/initialized")
-    client.notify("ide_connected", {"pid": os.getpid()})
-    return init
 
 
 def test_claude_is_off_by_default(nvim_factory):

@@ -14,10 +14,13 @@
 //!   of descriptors whatever they send;
 //! - request headers: [`MAX_HEADER_BYTES`], within `server.handshake_timeout_ms`
 //!   (idle keep-alive time included), else 431 or the connection closes;
-//! - a request body: [`MAX_BODY_BYTES`] (413), all of it within
-//!   [`BODY_TIMEOUT`] (408, and the connection closes), its bytes taken from
-//!   the session's in-flight byte budget as they arrive (a body that does
-//!   not fit waits for room, within the same deadline);
+//! - a request body: `server.max_frame_bytes` (the largest message of any
+//!   front-end, 64 MiB by default; 413), all of it within
+//!   [`BODY_TIMEOUT`] (408, and the connection closes), its share of the
+//!   session's in-flight byte budget taken before it is read (a body that
+//!   does not fit waits for room, within the same deadline);
+//! - a client that reads nothing for `write_deadline::WRITE_TIMEOUT` (15 s)
+//!   while an answer or its event stream waits: the connection closes;
 //! - requests being answered, per front-end: [`MAX_REQUESTS_IN_FLIGHT`]
 //!   (503); a request that waits for the user gives its place back;
 //! - admitted connections, per front-end: [`MAX_CONNECTIONS`] (503, closed);
@@ -51,12 +54,10 @@ use super::budget::{Held, Share};
 use super::hub::Hub;
 use super::listener::HandshakeSlot;
 use super::registry::Agent;
+use super::write_deadline::{Abort, WriteDeadline, WRITE_TIMEOUT};
 use crate::core::log;
 use crate::mcp;
 
-/// The largest request body: a proposal carries a whole file, and a review
-/// shows at most `core::review::MAX_REVIEW_BYTES` (16 MiB) of it.
-pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// A request's start line and headers.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// A request's whole body must arrive within this long.
@@ -130,7 +131,7 @@ enum Standing {
 pub async fn serve<P, S>(protocol: Arc<P>, stream: S, slot: HandshakeSlot)
 where
     P: Protocol,
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Abort + Unpin + Send + 'static,
 {
     let hub = protocol.hub().clone();
     let cancel = slot.cancel.clone();
@@ -141,6 +142,7 @@ where
     });
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(hub.handshakes.timeout).max_header_size(MAX_HEADER_BYTES);
+    let stream = WriteDeadline::new(stream, WRITE_TIMEOUT);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     tokio::select! {
@@ -305,11 +307,15 @@ fn open_stream<P: Protocol>(protocol: &Arc<P>, id: &str) -> Response<Body> {
 
 async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, protocol: &Arc<P>) -> Response<Body> {
     let hub = protocol.hub();
+    let max = hub.options.max_frame_bytes;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|h| h.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return closing(StatusCode::PAYLOAD_TOO_LARGE, &format!("the body is over {MAX_BODY_BYTES} bytes"));
+    if declared.is_some_and(|n| n > max as u64) {
+        return closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is over {max} bytes (server.max_frame_bytes)"),
+        );
     }
-    let (body, share) = match tokio::time::timeout(BODY_TIMEOUT, read_body(req.into_body(), hub)).await {
+    let (body, share) = match tokio::time::timeout(BODY_TIMEOUT, read_body(req.into_body(), declared, hub)).await {
         Ok(Ok(read)) => read,
         Ok(Err(response)) => return response,
         Err(_) => {
@@ -370,37 +376,33 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
     r
 }
 
-/// A request's body, its bytes taken from the byte budget as they arrive
-/// (waiting for room when it is spent): at most [`MAX_BODY_BYTES`].
-async fn read_body(mut body: Incoming, hub: &Hub) -> Result<(Bytes, Option<Share>), Response<Body>> {
+/// A request's body (at most `server.max_frame_bytes`) and its share of
+/// the byte budget, taken before the bytes are read: the declared length's
+/// cost, or for a chunked body (Copilot CLI sends those) the largest
+/// body's, given back down to the real size once it is in. Each share is
+/// taken whole, with nothing else held, so readers waiting for room can
+/// never hold parts of the budget that together block each other.
+async fn read_body(body: Incoming, declared: Option<u64>, hub: &Hub) -> Result<(Bytes, Option<Share>), Response<Body>> {
+    let max = hub.options.max_frame_bytes;
+    let expected = declared.map_or(max, |n| n as usize);
+    let Ok(mut share) = hub.budget.take(expected).await else {
+        return Err(closing(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
+    };
     let mut bytes = BytesMut::new();
-    let mut share: Option<Share> = None;
-    let mut taken = 0usize;
+    let mut body = body;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else {
             return Err(closing(StatusCode::BAD_REQUEST, "the body could not be read"));
         };
         let Ok(data) = frame.into_data() else { continue };
-        if bytes.len() + data.len() > MAX_BODY_BYTES {
-            return Err(closing(StatusCode::PAYLOAD_TOO_LARGE, &format!("the body is over {MAX_BODY_BYTES} bytes")));
-        }
-        // Never wait for more than the whole budget: a body that needs it
-        // all holds it all.
-        let cost = hub.budget.cost(data.len()) as usize;
-        if taken + cost <= hub.budget.total() {
-            let Ok(part) = hub.budget.take(data.len()).await else {
-                return Err(closing(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
-            };
-            taken += cost;
-            share = Some(match share {
-                Some(mut whole) => {
-                    whole.merge(part);
-                    whole
-                }
-                None => part,
-            });
+        if bytes.len() + data.len() > max {
+            return Err(closing(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the body is over {max} bytes (server.max_frame_bytes)"),
+            ));
         }
         bytes.extend_from_slice(&data);
     }
-    Ok((bytes.freeze(), share))
+    share.shrink_to(&hub.budget, bytes.len());
+    Ok((bytes.freeze(), Some(share)))
 }
