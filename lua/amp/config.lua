@@ -9,7 +9,7 @@ local H = {}
 ---@class amp.ServerConfig
 ---@field port integer 0 = let the OS choose a free port
 ---@field port_range? integer[] { min, max }: try these ports in order (overrides `port`)
----@field max_frame_bytes integer largest inbound message; bigger ones close the connection (1009)
+---@field max_frame_bytes integer largest inbound message of any agent; bigger ones close the connection (1009) or get 413
 ---@field max_clients integer simultaneous agent connections
 ---@field send_queue integer outbound messages queued per client before it is dropped
 ---@field ping_interval_ms integer WebSocket ping keepalive period
@@ -62,9 +62,10 @@ M.defaults = {
     port = 0,
     -- { min, max }: try each port of the range in order (overrides `port`).
     port_range = nil,
-    -- Largest inbound WebSocket message (bytes); a bigger one closes with 1009.
+    -- Largest inbound message of any agent (bytes): a bigger WebSocket
+    -- message closes with 1009, a bigger HTTP body gets 413.
     max_frame_bytes = 64 * 1024 * 1024,
-    -- Agents connected at the same time.
+    -- Clients of one agent connected at the same time.
     max_clients = 32,
     -- Outbound messages queued per client.
     send_queue = 1024,
