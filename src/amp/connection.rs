@@ -34,6 +34,7 @@ use super::json_text::{JsonText, Piecewise};
 use super::protocol::{encode_notification, Dialect};
 use super::server::{ClientHandle, HandshakeSlot, Outgoing, Shared, DIALECT_FLAT, DIALECT_UNKNOWN, DIALECT_WRAPPED};
 use crate::core::log;
+use crate::core::review::{Owner, ReviewEnd};
 
 const MAX_IN_FLIGHT: usize = 64;
 /// A client that accepts no bytes for this long is dropped.
@@ -86,13 +87,20 @@ pub async fn serve(stream: TcpStream, shared: Arc<Shared>, slot: HandshakeSlot) 
     };
     log::info(format!("client {id} connected ({count} connected)"));
     shared.editor.event("AmpClientConnected", json!({ "id": id, "clients": count }));
+    // Its reviews are its own, and go with it.
+    let owner = Owner::new("Amp");
 
     // What a newly connected client needs first.
     let _ = outbound.try_send(encode_notification("pluginMetadata", Dialect::Flat, &shared.plugin_metadata()).into());
 
     let pusher = shared.spawn(push_context(shared.clone(), outbound.clone(), dialect.clone()));
-    let ended = run(ws, &shared, outbound, queue, dialect, kick).await;
+    let ended = run(ws, &shared, outbound, queue, dialect, kick, owner).await;
     pusher.abort();
+    // (A server that stops closes every review itself, and its main thread
+    // is waiting for this task: no editor call then.)
+    if !shared.closing.is_cancelled() {
+        let _ = shared.editor.close_reviews(owner, ReviewEnd::Disconnected).await;
+    }
     let count = {
         let mut clients = shared.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.remove(&id);
@@ -202,6 +210,7 @@ async fn run(
     mut queue: mpsc::Receiver<Outgoing>,
     dialect: Arc<AtomicU8>,
     kick: Arc<Notify>,
+    owner: Owner,
 ) -> String {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let ping_every = Duration::from_millis(shared.options.ping_interval_ms);
@@ -220,7 +229,7 @@ async fn run(
         let (shared, outbound, dialect) = (shared.clone(), outbound.clone(), dialect.clone());
         let server = shared.clone();
         server.spawn(async move {
-            let reply = super::requests::answer(&text, &shared, &dialect).await;
+            let reply = super::requests::answer(&text, &shared, &dialect, owner).await;
             drop(text);
             // Release before queueing: the loop re-checks permits when it drains the queue.
             drop(permit);

@@ -15,17 +15,18 @@ use super::server::Shared;
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
 use crate::core::file_ops::{io_message, special_kind, FileAccess};
+use crate::core::review::Owner;
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 
 /// Answers one TEXT frame with the text of the response.
-pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> JsonText {
+pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8, owner: Owner) -> JsonText {
     let request = match decode_request(text) {
         Ok(request) => request,
         Err(failure) => return encode_error(&failure.id, &failure.error).into(),
     };
     note_dialect(dialect, request.dialect);
     let outcome = match parse_call(&request.method, request.params) {
-        Ok(call) => handle(call, shared).await,
+        Ok(call) => handle(call, shared, owner).await,
         Err(e) => Err(e),
     };
     match outcome {
@@ -37,12 +38,12 @@ pub async fn answer(text: &str, shared: &Arc<Shared>, dialect: &AtomicU8) -> Jso
     }
 }
 
-async fn handle(call: Call, shared: &Arc<Shared>) -> Result<Value, RpcError> {
+async fn handle(call: Call, shared: &Arc<Shared>, owner: Owner) -> Result<Value, RpcError> {
     match call {
         Call::Ping { message } => Ok(json!({ "message": message })),
         Call::Authenticate => Ok(json!({ "authenticated": true })),
         Call::ReadFile { path } => read_file(shared, &path).await,
-        Call::EditFile { path, edit } => edit_file(shared, &path, edit).await,
+        Call::EditFile { path, edit } => edit_file(shared, &path, edit, owner).await,
         Call::GetDiagnostics { path } => get_diagnostics(shared, path.as_deref()).await,
         Call::OpenUri { uri } => open_uri(shared, &uri).await,
     }
@@ -104,10 +105,10 @@ async fn read_file(shared: &Arc<Shared>, path: &str) -> Result<Value, RpcError> 
 /// `editFile`: the change goes into the file's buffer (loaded for it if
 /// needed) as one undo step, written as the user's `:w` would write it
 /// (`core::file_ops`).
-async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<Value, RpcError> {
+async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec, owner: Owner) -> Result<Value, RpcError> {
     let abs = resolve(shared, path);
     if shared.options.review_edit_file {
-        return super::reviewed_edit::edit_file(shared, files(shared), &abs, edit).await;
+        return super::reviewed_edit::edit_file(shared, owner, files(shared), &abs, edit).await;
     }
     let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
         EditSpec::Full(text) => Ok(text.clone()),
@@ -231,6 +232,7 @@ mod tests {
     use crate::core::editor::RawDiagnostic;
     use crate::core::fake_editor::{unix_format, Call, FakeEditor};
     use crate::core::filetext::LineEnd;
+    use crate::core::review::Owner;
     use crate::testutil::TempDir;
 
     fn server(editor: Arc<FakeEditor>, workspace: &Path) -> Arc<Shared> {
@@ -242,7 +244,7 @@ mod tests {
     /// Sends one request in the flat dialect; the result object (or the error).
     async fn call(shared: &Arc<Shared>, method: &str, params: Value) -> Value {
         let request = json!({ "clientRequest": { "id": "1", method: params } }).to_string();
-        let text = answer(&request, shared, &AtomicU8::new(0)).await.into_string();
+        let text = answer(&request, shared, &AtomicU8::new(0), Owner::new("Amp")).await.into_string();
         let reply: Value = serde_json::from_str(&text).unwrap();
         let body = &reply["serverResponse"];
         body.get(method).or_else(|| body.get("error")).cloned().unwrap_or(reply)

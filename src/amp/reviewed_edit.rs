@@ -17,7 +17,7 @@ use super::server::Shared;
 use crate::core::edit::apply_range;
 use crate::core::editor::{Editor, EditorError};
 use crate::core::file_ops::FileAccess;
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 
 /// The review's outcome for the request, before the write.
 #[derive(Debug, PartialEq)]
@@ -34,6 +34,7 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// it) and waits for the user's decision.
 pub async fn review(
     editor: &dyn Editor,
+    owner: Owner,
     abs: &Path,
     original: String,
     edit: &EditSpec,
@@ -52,17 +53,13 @@ pub async fn review(
     // Names the review's tab and buffers: unique, and says which file.
     let base = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = format!("{base} (edit {})", NEXT.fetch_add(1, Ordering::Relaxed));
-    let proposal = Proposal {
-        name: name.clone(),
-        path: abs.to_path_buf(),
-        original: Some(original.clone()),
-        proposed,
-        agent: "Amp",
-    };
+    let proposal =
+        Proposal { name: name.clone(), path: abs.to_path_buf(), original: Some(original.clone()), proposed, owner };
     let decided = tokio::time::timeout(timeout, editor.propose(proposal)).await;
     Ok(match decided {
         Err(_) => {
-            let _ = editor.close_review(name).await;
+            // The user is told in one line; the agent by the answer.
+            let _ = editor.close_review(owner, name, ReviewEnd::TimedOut).await;
             Reviewed::Refused(format!(
                 "the user did not review the edit to {} within {} s: nothing was changed",
                 abs.display(),
@@ -81,6 +78,7 @@ pub async fn review(
 /// file's text is still the one the review started from.
 pub async fn edit_file(
     shared: &Arc<Shared>,
+    owner: Owner,
     files: FileAccess<'_>,
     abs: &Path,
     edit: EditSpec,
@@ -92,13 +90,16 @@ pub async fn edit_file(
     };
     let timeout = Duration::from_millis(shared.options.review_timeout_ms);
     let (original, text) =
-        match review(shared.editor.as_ref(), abs, original, &edit, timeout).await.map_err(editor_error)? {
+        match review(shared.editor.as_ref(), owner, abs, original, &edit, timeout).await.map_err(editor_error)? {
             Reviewed::Refused(why) => return Ok(super::requests::failure(why)),
             Reviewed::Write { original, text } => (original, text),
         };
     let final_text = text.clone();
     let new_text = |snapshot: &crate::core::buffer::BufferText| {
-        if snapshot.clone().file_text() != original {
+        // The buffer of a file with unsaved changes takes the accepted text
+        // at the decision (lua/amp/review/proposal.lua): that is no change.
+        let now = snapshot.clone().file_text();
+        if now != original && now != final_text {
             return Err(format!("{} changed during the review: nothing was written; read it again", abs.display()));
         }
         Ok(final_text.clone())
@@ -130,9 +131,9 @@ mod tests {
         let editor = FakeEditor::new(false);
         let path = Path::new("/w/a.txt");
         editor.decide(vec![Decision::Accepted("mine\n".into()), Decision::Rejected]);
-        let got = review(&editor, path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
         assert_eq!(got, Reviewed::Write { original: "old\n".into(), text: "mine\n".into() });
-        let got = review(&editor, path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
         assert!(matches!(got, Reviewed::Refused(ref why) if why.contains("rejected")), "{got:?}");
         let proposals: Vec<_> = editor.calls().into_iter().filter(|c| matches!(c, Call::Propose(..))).collect();
         assert_eq!(proposals.len(), 2);
@@ -143,10 +144,13 @@ mod tests {
     async fn no_change_needs_no_review_and_a_bad_range_none_either() {
         let editor = FakeEditor::new(false);
         let path = Path::new("/w/a.txt");
-        let got = review(&editor, path, "same\n".into(), &full("same\n"), WAIT).await.unwrap();
+        let got = review(&editor, Owner::new("Amp"), path, "same\n".into(), &full("same\n"), WAIT).await.unwrap();
         assert_eq!(got, Reviewed::Write { original: "same\n".into(), text: "same\n".into() });
         let bad = EditSpec::Range { start: 10, end: 20, new_text: "x".into() };
-        assert!(matches!(review(&editor, path, "short\n".into(), &bad, WAIT).await.unwrap(), Reviewed::Refused(_)));
+        assert!(matches!(
+            review(&editor, Owner::new("Amp"), path, "short\n".into(), &bad, WAIT).await.unwrap(),
+            Reviewed::Refused(_)
+        ));
         assert!(editor.calls().iter().all(|c| !matches!(c, Call::Propose(..))));
     }
 }

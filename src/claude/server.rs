@@ -27,6 +27,7 @@ use crate::amp::handshake::TokenIn;
 use crate::amp::lockfile;
 use crate::amp::server::{HandshakeSlot, Shared};
 use crate::core::log;
+use crate::core::review::{Owner, ReviewEnd};
 use crate::mcp;
 
 /// When the selection is sent again after a client connects (see [`push_selection`]).
@@ -151,7 +152,14 @@ async fn serve(stream: TcpStream, server: Arc<ClaudeServer>, slot: HandshakeSlot
         return;
     };
     log::info(format!("claude: client {id} connected ({count} connected)"));
-    let ended = run(ws, &server, outbound, queue).await;
+    // Its reviews are its own, and go with it.
+    let owner = Owner::new("Claude");
+    let ended = run(ws, &server, outbound, queue, owner).await;
+    // (A stopping server closes every review itself, and its main thread
+    // waits for this task: no editor call then.)
+    if !server.core.closing.is_cancelled() {
+        let _ = server.core.editor.close_reviews(owner, ReviewEnd::Disconnected).await;
+    }
     let count = {
         let mut clients = server.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.remove(&id);
@@ -165,6 +173,7 @@ async fn run(
     server: &Arc<ClaudeServer>,
     outbound: mpsc::Sender<String>,
     mut queue: mpsc::Receiver<String>,
+    owner: Owner,
 ) -> String {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let ping_every = Duration::from_millis(server.core.options.ping_interval_ms);
@@ -195,7 +204,7 @@ async fn run(
                             let core = server.core.clone();
                             let (server, outbound) = (server.clone(), outbound.clone());
                             core.spawn(async move {
-                                let reply = answer(&server, &id, &method, &params).await;
+                                let reply = answer(&server, owner, &id, &method, &params).await;
                                 drop(permit);
                                 let _ = outbound.send(reply).await;
                                 drop(held);
@@ -259,9 +268,10 @@ async fn run(
     ended
 }
 
-async fn answer(server: &Arc<ClaudeServer>, id: &Value, method: &str, params: &Value) -> String {
+async fn answer(server: &Arc<ClaudeServer>, owner: Owner, id: &Value, method: &str, params: &Value) -> String {
     let cx = tools::Context {
         editor: server.core.editor.as_ref(),
+        owner,
         workspace_folders: server.core.workspace_folders(),
         current_selection: server.current_selection(),
         latest_selection: server.latest_selection(),

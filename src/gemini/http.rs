@@ -20,6 +20,7 @@ use super::tools;
 use crate::amp::connection::budget_cost;
 use crate::amp::token::tokens_match;
 use crate::core::log;
+use crate::core::review::ReviewEnd;
 use crate::mcp;
 
 /// The largest request body: `openDiff` carries a whole file, and a review
@@ -160,7 +161,10 @@ async fn post(req: Request<Incoming>, session_id: Option<String>, server: &Arc<G
     };
     let (session, new) = if method == "initialize" {
         match server.sessions.create() {
-            Ok(s) => (s, true),
+            Ok(s) => {
+                close_reviews_when_ended(server, &s);
+                (s, true)
+            }
             Err(why) => return refused(why),
         }
     } else {
@@ -182,6 +186,25 @@ async fn post(req: Request<Incoming>, session_id: Option<String>, server: &Arc<G
     r
 }
 
+/// When `session` ends (DELETE, or evicted for a newer one), nobody waits
+/// for its reviews' decisions any more: they close, and the user is told.
+fn close_reviews_when_ended(server: &Arc<GeminiServer>, session: &Arc<Session>) {
+    let (ended, closing) = (session.ended.clone(), server.core.closing.clone());
+    let (editor, owner) = (server.core.editor.clone(), session.owner);
+    server.core.spawn(async move {
+        tokio::select! {
+            () = ended.cancelled() => {
+                // A stopping server closes every review itself, and its
+                // main thread waits for this task: no editor call then.
+                if !closing.is_cancelled() {
+                    let _ = editor.close_reviews(owner, ReviewEnd::Disconnected).await;
+                }
+            }
+            () = closing.cancelled() => {}
+        }
+    });
+}
+
 async fn answer(
     server: &Arc<GeminiServer>,
     session: &Arc<Session>,
@@ -201,6 +224,7 @@ async fn answer(
     };
     let cx = tools::Context {
         editor: server.core.editor.clone(),
+        owner: session.owner,
         workspace_folders: server.core.workspace_folders(),
         diffs: server.diffs.clone(),
         notify,

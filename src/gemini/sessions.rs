@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::amp::token;
+use crate::core::review::Owner;
 
 /// Sessions at once: `initialize` past it drops the oldest session that has
 /// no SSE stream open (a client that went away without DELETE). There is
@@ -25,6 +26,8 @@ pub const SESSION_QUEUE: usize = 256;
 
 pub struct Session {
     pub id: String,
+    /// Its reviews are its own, and close when it ends.
+    pub owner: Owner,
     outbound: mpsc::Sender<String>,
     /// The queue's other end; taken by the open SSE stream, given back
     /// when the stream ends.
@@ -93,6 +96,7 @@ impl Sessions {
         let (outbound, inbox) = mpsc::channel(SESSION_QUEUE);
         let session = Arc::new(Session {
             id: token::generate_token(),
+            owner: Owner::new("Gemini"),
             outbound,
             inbox: Mutex::new(Some(inbox)),
             ended: CancellationToken::new(),

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::protocol;
 use crate::core::editor::{Editor, EditorError};
 use crate::core::log;
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::mcp;
 
 /// Sends one notification to the session that made the request.
@@ -31,18 +31,21 @@ pub type Spawn<'a> = &'a (dyn Fn(Pin<Box<dyn Future<Output = ()> + Send>>) + Syn
 /// What a request needs besides its params.
 pub struct Context<'a> {
     pub editor: Arc<dyn Editor>,
+    /// The MCP session asking: its reviews are its own.
+    pub owner: Owner,
     pub workspace_folders: Vec<String>,
     pub diffs: Arc<Diffs>,
     pub notify: Notify,
     pub spawn: Spawn<'a>,
 }
 
-/// The diffs waiting for a decision, by file: Gemini knows a diff only by
-/// its path, so a decision is told only for the newest `openDiff` of a
-/// path (an older one replaced by it would resolve the newer one's wait).
+/// The diffs waiting for a decision, by session and file: Gemini knows a
+/// diff only by its path, so a decision is told only for the newest
+/// `openDiff` of a path (an older one replaced by it would resolve the
+/// newer one's wait).
 #[derive(Default)]
 pub struct Diffs {
-    open: Mutex<HashMap<PathBuf, Open>>,
+    open: Mutex<HashMap<(u64, PathBuf), Open>>,
     next: AtomicU64,
 }
 
@@ -53,23 +56,24 @@ struct Open {
 }
 
 impl Diffs {
-    fn open(&self, path: &Path) -> u64 {
+    fn open(&self, session: u64, path: &Path) -> u64 {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(path.to_path_buf(), Open { generation, suppressed: false });
+        self.lock().insert((session, path.to_path_buf()), Open { generation, suppressed: false });
         generation
     }
 
-    fn suppress(&self, path: &Path) {
-        if let Some(open) = self.lock().get_mut(path) {
+    fn suppress(&self, session: u64, path: &Path) {
+        if let Some(open) = self.lock().get_mut(&(session, path.to_path_buf())) {
             open.suppressed = true;
         }
     }
 
     /// Whether the decision of diff `generation` of `path` is to be told.
-    fn finish(&self, path: &Path, generation: u64) -> bool {
+    fn finish(&self, session: u64, path: &Path, generation: u64) -> bool {
         let mut open = self.lock();
-        match open.get(path) {
-            Some(o) if o.generation == generation => open.remove(path).is_some_and(|o| !o.suppressed),
+        let key = (session, path.to_path_buf());
+        match open.get(&key) {
+            Some(o) if o.generation == generation => open.remove(&key).is_some_and(|o| !o.suppressed),
             _ => false,
         }
     }
@@ -78,7 +82,7 @@ impl Diffs {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Open>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, PathBuf), Open>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -111,13 +115,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) => s.clone(),
                 _ => return Err((mcp::INVALID_PARAMS, "newContent must be a string".into())),
             };
-            let generation = cx.diffs.open(&path);
+            let session = cx.owner.session;
+            let generation = cx.diffs.open(session, &path);
             let proposal =
-                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, agent: "Gemini" };
+                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner: cx.owner };
             let (editor, diffs, notify) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone());
             (cx.spawn)(Box::pin(async move {
                 let decided = editor.propose(proposal).await;
-                if !diffs.finish(&path, generation) {
+                if !diffs.finish(session, &path, generation) {
                     return;
                 }
                 match decided {
@@ -141,10 +146,10 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let name = review_name(&path);
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
-                cx.diffs.suppress(&path);
+                cx.diffs.suppress(cx.owner.session, &path);
             }
-            let text = answered(cx.editor.review_text(name.clone()).await)?;
-            answered(cx.editor.close_review(name).await)?;
+            let text = answered(cx.editor.review_text(cx.owner, name.clone()).await)?;
+            answered(cx.editor.close_review(cx.owner, name, ReviewEnd::Agent).await)?;
             Ok(mcp::text_content(&[&protocol::close_diff_text(text.as_deref())], false))
         }
         other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
@@ -162,6 +167,7 @@ mod tests {
         let sent = sent.clone();
         Context {
             editor: editor.clone(),
+            owner: Owner { agent: "Gemini", session: 7 },
             workspace_folders: vec!["/w".into()],
             diffs: diffs.clone(),
             notify: Arc::new(move |m, p| sent.lock().unwrap().push((m, p))),
@@ -221,7 +227,7 @@ mod tests {
         let closed = json!({"name": "closeDiff", "arguments": {"filePath": "/w/a.rs", "suppressNotification": true}});
         let result = answer("tools/call", &closed, &cx).await.unwrap();
         assert_eq!(result["content"][0]["text"], r#"{"content":"new\n"}"#);
-        assert!(fake.calls().contains(&Call::CloseReview("[Gemini] /w/a.rs".into())));
+        assert!(fake.calls().contains(&Call::CloseReview("[Gemini] /w/a.rs".into(), ReviewEnd::Agent)));
         // The review's task ends (rejected by the close): nothing is told.
         let pending: Vec<_> = tasks.lock().unwrap().drain(..).collect();
         for t in pending {
@@ -248,11 +254,14 @@ mod tests {
     #[tokio::test]
     async fn a_replaced_diff_tells_nothing() {
         let diffs = Diffs::default();
-        let first = diffs.open(Path::new("/a"));
-        let second = diffs.open(Path::new("/a"));
-        assert!(!diffs.finish(Path::new("/a"), first));
-        assert!(diffs.finish(Path::new("/a"), second));
-        assert!(!diffs.finish(Path::new("/a"), second));
+        let first = diffs.open(1, Path::new("/a"));
+        let second = diffs.open(1, Path::new("/a"));
+        // Another session's diff of the same file is its own.
+        let elsewhere = diffs.open(2, Path::new("/a"));
+        assert!(!diffs.finish(1, Path::new("/a"), first));
+        assert!(diffs.finish(1, Path::new("/a"), second));
+        assert!(!diffs.finish(1, Path::new("/a"), second));
+        assert!(diffs.finish(2, Path::new("/a"), elsewhere));
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ import pytest
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
 from resilience_helpers import amp_log
+from review_helpers import buffer_count, open_review, proposals, wait_proposals, where_the_user_is
 
 SETUP = {"agents": {"amp": True, "gemini": True}}
 
@@ -389,11 +390,10 @@ def test_context_updates_carry_the_cursor_and_selection(nvim_factory, amp_env):
 
 
 def proposal_buffer(ed, path):
-    return wait_for(lambda: ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
-        end
-        return false""", f"[Gemini] {path} (proposed by Gemini)"), 10, "the review's proposal buffer")
+    """Opens Gemini's proposal for `path` as the user does (:Amp review)."""
+    rel = os.path.relpath(path, ed.cwd)
+    win = open_review(ed, f"{rel} (proposed by Gemini)", pick=f"{rel} (Gemini's proposal)", arg=rel)
+    return ed.lua("return vim.api.nvim_win_get_buf(...)", win)
 
 
 def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nvim_factory, amp_env):
@@ -402,26 +402,25 @@ def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nv
     events = Events(c)
     limit = 32  # core::review::MAX_OPEN_REVIEWS, :help amp-review
     files = [amp_env.workspace / f"f{i}.txt" for i in range(limit + 1)]
+    buffers = buffer_count(ed)
     for f in files[:limit]:
         assert c.tool("openDiff", {"filePath": str(f), "newContent": "new\n"})["result"] == {"content": []}
-    proposal_buffer(ed, files[limit - 1])
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    wait_proposals(ed, limit)
+    # Waiting proposals are counted, and hold no window or buffer.
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1
+    assert buffer_count(ed) == buffers
+    assert f"{limit} proposals" in ed.lua("return require('amp').statusline()")
     # One more: not shown, and Gemini is not left waiting for it.
     c.tool("openDiff", {"filePath": str(files[limit]), "newContent": "new\n"})
     assert events.wait("ide/diffRejected") == {"filePath": str(files[limit])}
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    assert len(proposals(ed)) == limit
     wait_for(lambda: "32 reviews wait for a decision already" in amp_log(ed), 5, "the reason in the log")
     # A new proposal for a file under review replaces its review: allowed.
     c.tool("openDiff", {"filePath": str(files[0]), "newContent": "newer\n"})
-    # The old proposal's buffer goes, a new one comes: looked up each time.
-    wait_for(lambda: ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then
-            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
-          end
-        end
-        return false""", f"[Gemini] {files[0]} (proposed by Gemini)") == ["newer"], 5, "the replaced proposal")
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    wait_for(lambda: [p["rel"] for p in proposals(ed)][-1] == "f0.txt", 5, "the replaced proposal")
+    assert len(proposals(ed)) == limit
+    buf = proposal_buffer(ed, files[0])
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["newer"]
     # A proposed text over 16 MiB is refused; the count is unchanged.
     c.tool("closeDiff", {"filePath": str(files[1])})
     big = "x" * (16 * 1024 * 1024 + 1)
@@ -429,7 +428,7 @@ def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nv
     assert events.wait("ide/diffRejected", lambda p: p["filePath"] == str(files[limit])) \
         == {"filePath": str(files[limit])}
     wait_for(lambda: "more than a review shows" in amp_log(ed), 5, "the size reason in the log")
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == limit
+    assert len(proposals(ed)) == limit - 1
 
 
 def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_env):
@@ -440,8 +439,11 @@ def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_
     c, disc, status = open_session(ed)
     events = Events(c)
     # openDiff answers at once, before any decision.
+    user = where_the_user_is(ed)
     answer = c.tool("openDiff", {"filePath": str(f), "newContent": "one\nTWO\nthree\n"})
     assert answer["result"] == {"content": []}
+    wait_proposals(ed, 1)
+    assert where_the_user_is(ed) == user, "a proposal that arrives takes nothing from the user"
     buf = proposal_buffer(ed, f)
     assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
     assert ed.lua("return vim.wo.diff") is True
@@ -505,11 +507,10 @@ def run_gemini(ed, amp_env, turns, extra_env=None):
 
 
 def review_open(ed):
-    return ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find("(proposed by Gemini)", 1, true) then return b end
-        end
-        return false""")
+    """The user opens Gemini's proposal once it arrives (:Amp review)."""
+    if len(proposals(ed)) != 1:
+        return False
+    return ed.lua("return vim.api.nvim_win_get_buf(...)", open_review(ed, "(proposed by Gemini)"))
 
 
 def edit_turn(path, old, new):
@@ -586,7 +587,7 @@ def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory
             buf = wait_for(lambda: review_open(ed), 60, "Gemini's openDiff review in Neovim")
         except AssertionError:
             raise AssertionError("no review opened; screen:\n" + tmux.screen())
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
         ed.nvim.command("write")
@@ -601,7 +602,7 @@ def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory
 
         tmux.submit("now change once")
         buf = wait_for(lambda: review_open(ed), 60, "the second review")
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         ed.nvim.command("quit")
         wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
         # A rejection cancels the edit: the file stays as it was.

@@ -1,13 +1,15 @@
-"""Reviews of agents' changes (lua/amp/review.lua), in a real Neovim:
-Amp's editFile under `review.edit_file` (decided as a whole or hunk by
-hunk, with the keys users press), and `:Amp review` of changes an agent
-made on disk, whose reverts are written by Neovim's own :write."""
+"""Reviews of agents' changes (lua/amp/review/), in a real Neovim:
+Amp's editFile under `review.edit_file` (offered without taking the
+keyboard, opened with :Amp review, decided as a whole or hunk by hunk with
+the keys users press), and `:Amp review` of changes an agent made on disk,
+whose reverts are written by Neovim's own :write."""
 
 import time
 
 import pytest
 
 from conftest import wait_for
+from review_helpers import open_review, press, tabs, wait_proposals
 
 
 def record_events(ed) -> None:
@@ -21,27 +23,6 @@ def record_events(ed) -> None:
 
 def events(ed) -> list[str]:
     return [e[0] for e in ed.lua("return _G.amp_review_events") or []]
-
-
-def proposal_window(ed, suffix: str) -> int:
-    """The window of the review buffer whose name ends with `suffix`."""
-    return wait_for(lambda: ed.lua("""
-        for _, win in ipairs(vim.api.nvim_list_wins()) do
-          local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win))
-          if vim.endswith(name, ...) then return win end
-        end
-        return false""", suffix), 10, f"a review window of {suffix!r}")
-
-
-def press(ed, win: int, row: int, keys: str) -> None:
-    """Puts the cursor of `win` on `row` and types `keys` (mappings apply)."""
-    ed.lua("vim.api.nvim_set_current_win(...)", win)
-    ed.lua("vim.api.nvim_win_set_cursor(0, { ..., 0 })", row)
-    ed.nvim.command("normal " + keys)
-
-
-def tabs(ed) -> int:
-    return ed.lua("return #vim.api.nvim_list_tabpages()")
 
 
 # ---------------------------------------------------------------- editFile under review
@@ -60,7 +41,9 @@ def test_edit_file_is_decided_hunk_by_hunk_with_the_keys(reviewed):
     path.write_bytes(b"one\r\ntwo\r\nthree\r\nfour\r\nfive\r\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "ONE\r\ntwo\r\nthree\r\nfour\r\nFIVE\r\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    assert [(p["agent"], p["rel"]) for p in wait_proposals(ed, 1)] == [("Amp", "dos.txt")]
+    assert tabs(ed) == 1, "a proposal is not shown until the user opens it"
+    win = open_review(ed, "dos.txt (proposed by Amp)")
     assert tabs(ed) == 2
     # The agent waits: nothing is written before the user decides.
     time.sleep(0.3)
@@ -87,7 +70,7 @@ def test_edit_file_accepted_with_w_keeps_the_users_own_edits(reviewed):
     path.write_text("x = 1\ny = 2\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "x = 10\ny = 2\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    win = open_review(ed, "(proposed by Amp)")
     ed.lua("vim.api.nvim_set_current_win(...)", win)
     ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'y = 20  # mine' })")
     ed.nvim.command("write")
@@ -102,7 +85,7 @@ def test_edit_file_rejected_with_q_changes_nothing(reviewed):
     path.write_bytes(b"keep me\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "lost\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    win = open_review(ed, "(proposed by Amp)")
     ed.lua("vim.api.nvim_set_current_win(...)", win)
     ed.nvim.command("quit")
     result = c.recv_response(rid, timeout=10)["editFile"]
@@ -117,7 +100,7 @@ def test_every_hunk_rejected_is_a_rejection(reviewed):
     path.write_text("a\nb\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "a\nB\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    win = open_review(ed, "(proposed by Amp)")
     press(ed, win, 2, "gr")
     result = c.recv_response(rid, timeout=10)["editFile"]
     assert result["success"] is False and "rejected" in result["message"], result
@@ -130,11 +113,15 @@ def test_an_undecided_review_times_out_and_closes(nvim_factory):
     path.write_text("old\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "new\n"})
-    proposal_window(ed, "(proposed by Amp)")
+    open_review(ed, "(proposed by Amp)")
     result = c.recv_response(rid, timeout=10)["editFile"]
     assert result["success"] is False and "within 1 s" in result["message"], result
     assert path.read_text() == "old\n"
     wait_for(lambda: tabs(ed) == 1, 5, "the review to close")
+    # The user is told, in one line.
+    wait_for(lambda: "amp: Amp's proposal timed out: slow.txt closed (nothing written)" in ed.messages(), 5,
+             "the timeout's line")
+    assert ed.lua("return #require('amp.review').proposals()") == 0
 
 
 def test_the_keys_are_configurable_and_buffer_local(nvim_factory):
@@ -143,7 +130,7 @@ def test_the_keys_are_configurable_and_buffer_local(nvim_factory):
     path.write_text("a\n")
     c = ed.connect()
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "b\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    win = open_review(ed, "(proposed by Amp)")
     maps = ed.lua("""
         vim.api.nvim_set_current_win(...)
         local out = {}
@@ -242,7 +229,7 @@ def test_amp_review_lists_files_and_reverts_all(nvim_factory):
 def test_amp_review_with_nothing_to_review_says_so(nvim_factory):
     ed = nvim_factory()
     ed.nvim.command("Amp review")
-    assert "amp: no unreviewed changes" in ed.messages()
+    assert "amp: nothing to review (no proposals, no unreviewed changes)" in ed.messages()
 
 
 def test_a_revert_never_writes_the_users_unsaved_text(nvim_factory):
@@ -268,7 +255,7 @@ def test_stopping_the_server_closes_its_pending_reviews(reviewed):
     path.write_text("old\n")
     c = ed.connect()
     c.send_request("editFile", {"path": str(path), "fullContent": "new\n"})
-    proposal_window(ed, "(proposed by Amp)")
+    open_review(ed, "(proposed by Amp)")
     ed.nvim.command("Amp stop")
     wait_for(lambda: tabs(ed) == 1, 5, "the review to close with the server")
     assert ed.lua("return vim.tbl_count(require('amp.review').reviews)") == 0
@@ -284,7 +271,7 @@ def test_a_proposal_for_a_buffer_with_unsaved_changes_says_so_and_loses_nothing(
     c = ed.connect()
     # readFile's text (the buffer's, unsaved change included) is the left side.
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "ONE\ntwo (unsaved)\n"})
-    win = proposal_window(ed, "(proposed by Amp)")
+    win = open_review(ed, "(proposed by Amp)")
     assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
     ed.lua("vim.api.nvim_set_current_win(...)", win)
     ed.nvim.command("write")
