@@ -51,6 +51,12 @@ def open_review(ed, suffix: str, pick: str | None = None, arg: str = "") -> int:
     return shown_window(ed, suffix)
 
 
+def winbar(ed, win: int) -> str:
+    """The text the winbar of review window `win` shows (before it is cut
+    to the window's width)."""
+    return ed.lua("return require('amp.review.view').winbar_text(...)", win)
+
+
 def tabs(ed) -> int:
     return ed.lua("return #vim.api.nvim_list_tabpages()")
 
@@ -72,3 +78,61 @@ def where_the_user_is(ed) -> dict:
         return { tab = vim.api.nvim_get_current_tabpage(), win = vim.api.nvim_get_current_win(),
                  buf = vim.api.nvim_get_current_buf(), mode = vim.api.nvim_get_mode().mode,
                  cursor = vim.api.nvim_win_get_cursor(0) }""")
+
+
+class TuiEditor:
+    """A real Neovim TUI in a private tmux (its own socket under the test's
+    tree), loading this repository with `setup(opts)` and editing `file`,
+    with an RPC socket for looking inside. Keys go through tmux, as a
+    person types them."""
+
+    def __init__(self, env, opts: dict, file, width: int = 80, height: int = 24):
+        import os
+        import tempfile
+        import time
+
+        import pynvim
+
+        import agents_helpers as ah
+        from harness import NVIM, REPO, lua_literal
+
+        self.env = env
+        self.cwd = env.workspace
+        self.sock_dir = tempfile.mkdtemp(prefix="amptui-")
+        self.sock = os.path.join(self.sock_dir, "nvim.sock")
+        argv = [NVIM, "--clean", "--listen", self.sock, "--cmd", f"set rtp^={REPO}",
+                "-c", f"lua require('amp').setup({lua_literal(opts)})", str(file)]
+        names = ("HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NVIM_LOG_FILE")
+        tui_env = {k: env.environ[k] for k in names}
+        tui_env["TERM"] = "xterm-256color"
+        self.tmux = ah.Tmux(env.root, argv, tui_env, env.workspace, width=width, height=height)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                self.nvim = pynvim.attach("socket", path=self.sock)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError("the TUI's socket never came:\n" + self.tmux.screen())
+                time.sleep(0.05)
+
+    def lua(self, code: str, *args):
+        return self.nvim.exec_lua(code, *args)
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.tmux.keys(*keys, literal=literal)
+
+    def screen(self) -> str:
+        return self.tmux.screen()
+
+    def messages(self) -> str:
+        return self.nvim.command_output("messages")
+
+    def close(self) -> None:
+        import shutil
+        try:
+            self.nvim.close()
+        except Exception:
+            pass
+        self.tmux.close()
+        shutil.rmtree(self.sock_dir, ignore_errors=True)

@@ -13,7 +13,7 @@ from websockets.sync.client import connect
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
-from review_helpers import open_review, wait_proposals, where_the_user_is
+from review_helpers import open_review, wait_proposals, where_the_user_is, winbar
 
 SETUP = {"agents": {"amp": True, "claude": True}}
 
@@ -338,7 +338,7 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
         shows the file's path and, as extra, Claude's tab name."""
         wait_for(lambda: any(p["name"] == tab for p in wait_proposals(ed, 1)), 10, f"the proposal {tab!r}")
         win = open_review(ed, "code.py (proposed by Claude)")
-        assert tab in ed.lua("return vim.wo[...].winbar", win)
+        assert tab in winbar(ed, win)
         return ed.lua("return vim.api.nvim_win_get_buf(...)", win)
 
     # Accept: the user tweaks the proposal, then :w.
@@ -488,7 +488,7 @@ def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nv
         "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
                                           "new_file_contents": "a = 100\nb = 2\n", "tab_name": "dirty"}}}))
     win = open_review(ed, "dirty.py (proposed by Claude)")
-    assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
+    assert "unsaved changes" in winbar(ed, win)
     sides = ed.lua("""
         local review = require('amp.review').reviews[next(require('amp.review').reviews)]
         return { vim.api.nvim_buf_get_lines(review.left, 0, -1, false),

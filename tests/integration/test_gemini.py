@@ -484,6 +484,32 @@ def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_
     assert bad["error"]["code"] == -32602
 
 
+def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nvim_factory, amp_env):
+    """Gemini proposes from the file on disk; the buffer has an unsaved
+    line. The proposal is shown over the buffer's text, Gemini is told the
+    accepted text with that line, the buffer takes it at once, and Gemini's
+    write then leaves the buffer saved: no conflict, nothing lost."""
+    f = amp_env.workspace / "dirty.py"
+    f.write_text("a = 1\nb = 2\n")
+    ed = start(nvim_factory, amp_env)
+    ed.edit(f)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 2, false, { 'c = 3  # unsaved' })")
+    c, disc, status = open_session(ed)
+    events = Events(c)
+    c.tool("openDiff", {"filePath": str(f), "newContent": "a = 100\nb = 2\n"})
+    buf = proposal_buffer(ed, f)
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    ed.nvim.command("write")
+    accepted = events.wait("ide/diffAccepted")["content"]
+    assert accepted == "a = 100\nb = 2\nc = 3  # unsaved\n"
+    assert ed.buf_lines(f) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    f.write_text(accepted)  # as Gemini does after ide/diffAccepted
+    wait_for(lambda: ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is False, 10,
+             "the buffer to count as saved")
+    assert ed.buf_lines(f) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    assert "changed on disk; unsaved changes kept" not in ed.messages()
+
+
 # The real Gemini CLI ----------------------------------------------------------
 
 needs_gemini = pytest.mark.skipif(not ah.gemini_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import wait_for
-from review_helpers import open_review, press, tabs, wait_proposals
+from review_helpers import buffer_count, open_review, press, tabs, wait_proposals, winbar
 
 
 def record_events(ed) -> None:
@@ -272,7 +272,7 @@ def test_a_proposal_for_a_buffer_with_unsaved_changes_says_so_and_loses_nothing(
     # readFile's text (the buffer's, unsaved change included) is the left side.
     rid = c.send_request("editFile", {"path": str(path), "fullContent": "ONE\ntwo (unsaved)\n"})
     win = open_review(ed, "(proposed by Amp)")
-    assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
+    assert "unsaved changes" in winbar(ed, win)
     ed.lua("vim.api.nvim_set_current_win(...)", win)
     ed.nvim.command("write")
     result = c.recv_response(rid, timeout=10)["editFile"]
@@ -303,3 +303,151 @@ def test_edits_through_the_server_count_as_unreviewed_changes(nvim_factory):
     assert path.read_text() == "before\n"
     # The agent's next read sees the reverted text.
     assert c.call("readFile", {"path": str(path)})["content"] == "before\n"
+
+
+# ---------------------------------------------------------------- proposals never take the keyboard
+
+
+def test_q_in_a_proposal_rejects_it_even_after_the_user_edited_it(reviewed):
+    ed = reviewed
+    path = ed.env.workspace / "q.txt"
+    path.write_text("keep\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "theirs\n"})
+    win = open_review(ed, "q.txt (proposed by Amp)")
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'theirs, edited' })")
+    assert ed.lua("return vim.bo.modified") is True
+    ed.nvim.command("quit")  # no E37
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is False and "rejected" in result["message"], result
+    assert path.read_text() == "keep\n"
+    wait_for(lambda: tabs(ed) == 1, 5, "the review to close")
+    assert "E37" not in ed.messages()
+
+
+def test_proposals_arriving_in_the_command_line_window_wait_and_leak_no_buffer(reviewed):
+    ed = reviewed
+    files = [ed.env.workspace / f"f{i}.txt" for i in range(20)]
+    for f in files:
+        f.write_text("old\n")
+    big = "a proposed line of text\n" * (1024 * 1024 // 24)
+    ed.nvim.input("q:")
+    wait_for(lambda: ed.lua("return vim.fn.getcmdwintype()") == ":", 5, "the command-line window")
+    buffers = buffer_count(ed)
+    c = ed.connect()
+    rids = {c.send_request("editFile", {"path": str(f), "fullContent": big}): f for f in files}
+    wait_proposals(ed, 20, timeout=30)
+    # Waiting: no buffer made, no error, the command-line window still open.
+    assert buffer_count(ed) == buffers
+    assert ed.lua("return vim.fn.getcmdwintype()") == ":"
+    assert "20 proposals" in ed.lua("return require('amp').statusline()")
+    # Opening one from inside it is refused with the reason, and makes nothing.
+    ed.lua("require('amp.review').command('f3.txt')")
+    assert "close it, then :Amp review" in ed.messages()
+    assert buffer_count(ed) == buffers
+    ed.nvim.input(":quit<CR>")
+    wait_for(lambda: ed.lua("return vim.fn.getcmdwintype()") == "", 5, "the command-line window to close")
+    buffers = buffer_count(ed)
+    win = open_review(ed, "f3.txt (proposed by Amp)", arg="f3.txt")
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    rid = next(r for r, f in rids.items() if f.name == "f3.txt")
+    assert c.recv_response(rid, timeout=20)["editFile"]["success"] is True
+    assert files[3].read_text() == big
+    wait_for(lambda: buffer_count(ed) == buffers + 1, 5, "the review's buffers to go (f3.txt's is loaded now)")
+    ed.nvim.command("Amp stop")
+    wait_for(lambda: ed.lua("return #require('amp.review').proposals()") == 0, 5, "every proposal closed")
+    assert buffer_count(ed) == buffers + 1
+
+
+@pytest.mark.parametrize("layout", ["tab", "split", "inline"])
+def test_each_layout_opens_and_decides_hunk_by_hunk(nvim_factory, layout):
+    ed = nvim_factory(review={"edit_file": True, "timeout_ms": 60000, "layout": layout})
+    path = ed.env.workspace / "l.txt"
+    path.write_text("a\nb\nc\nd\ne\n")
+    ed.edit(path)
+    user_win = ed.lua("return vim.api.nvim_get_current_win()")
+    user_buf = ed.bufnr(path)
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "A\nb\nc\nd\nE\n"})
+    win = open_review(ed, "l.txt (proposed by Amp)")
+    assert win != user_win
+    if layout == "tab":
+        assert tabs(ed) == 2
+    else:
+        assert tabs(ed) == 1, "beside the current window, in its tab page"
+        assert ed.lua("return vim.api.nvim_win_get_tabpage(...)", win) == ed.lua(
+            "return vim.api.nvim_win_get_tabpage(...)", user_win)
+    if layout == "split":
+        # The user's window shows the old text beside the proposal, both in diff mode.
+        assert ed.lua("return vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(...))", user_win).endswith(
+            "l.txt (as it is)")
+        assert ed.lua("return vim.wo[...].diff", user_win) is True and ed.lua("return vim.wo[...].diff", win) is True
+    if layout == "inline":
+        # One window: the proposal, the removed lines shown between its lines.
+        assert ed.lua("return vim.api.nvim_win_get_buf(...)", user_win) == user_buf
+        assert ed.lua("return vim.wo[...].diff", win) is False
+        removed = ed.lua("""
+            local buf = vim.api.nvim_win_get_buf(...)
+            local out = {}
+            for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })) do
+              for _, chunks in ipairs(m[4].virt_lines or {}) do out[#out + 1] = chunks[1][1] end
+            end
+            return out""", win)
+        assert removed == ["a", "e"], removed
+    press(ed, win, 1, "ga")  # keep A
+    press(ed, win, 5, "gr")  # e stays e
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is True and result["content"] == "A\nb\nc\nd\ne\n", result
+    assert path.read_text() == "A\nb\nc\nd\ne\n"
+    wait_for(lambda: tabs(ed) == 1 and ed.lua("return #vim.api.nvim_list_wins()") == 1, 5, "the view to close")
+    # The user's window is theirs again, showing their file.
+    assert ed.lua("return vim.api.nvim_win_is_valid(...)", user_win) is True
+    assert ed.lua("return vim.api.nvim_win_get_buf(...)", user_win) == user_buf
+    assert "amp: every hunk decided: accepted Amp's change to l.txt" in ed.messages()
+
+
+# ---------------------------------------------------------------- unsaved text survives
+
+
+def test_accepting_amps_edit_keeps_an_unsaved_line_the_agent_did_not_know(reviewed):
+    """The agent's text came from the disk (or an earlier read): the user's
+    unsaved line is not in it. The review shows the proposal over the
+    buffer, so that line is no hunk, and accepting keeps it."""
+    ed = reviewed
+    path = ed.env.workspace / "u.txt"
+    path.write_text("one\ntwo\nthree\n")
+    ed.edit(path)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 1, false, { 'mine (unsaved)' })")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "one\ntwo\nTHREE\n"})
+    win = open_review(ed, "u.txt (proposed by Amp)")
+    sides = ed.lua("""
+        local review = require('amp.review').reviews[next(require('amp.review').reviews)]
+        return { vim.api.nvim_buf_get_lines(review.left, 0, -1, false),
+                 vim.api.nvim_buf_get_lines(review.right, 0, -1, false) }""")
+    assert sides == [["one", "mine (unsaved)", "two", "three"], ["one", "mine (unsaved)", "two", "THREE"]], sides
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    result = c.recv_response(rid, timeout=10)["editFile"]
+    assert result["success"] is True, result
+    assert path.read_text() == "one\nmine (unsaved)\ntwo\nTHREE\n"
+    assert ed.buf_lines(path) == ["one", "mine (unsaved)", "two", "THREE"]
+
+
+def test_reverting_everything_never_writes_or_drops_unsaved_text(nvim_factory):
+    ed = nvim_factory()
+    path = ed.env.workspace / "v.txt"
+    path.write_text("one\ntwo\n")
+    ed.edit(path)
+    agent_writes(ed, path, b"ONE\ntwo\n", "ONE")
+    wait_for(lambda: ed.lua("return require('amp.review').count()") == 1, 5, "the change")
+    open_review(ed, "v.txt")
+    ed.lua("vim.api.nvim_buf_set_lines(vim.fn.bufnr(...), 1, 2, false, { 'mine' })", str(path))
+    ed.lua("vim.api.nvim_set_current_win(vim.fn.bufwinid(...))", str(path))
+    ed.nvim.command("normal gR")
+    assert "unsaved changes" in ed.messages()
+    assert path.read_text() == "ONE\ntwo\n"
+    assert ed.buf_lines(path) == ["ONE", "mine"]
+    assert tabs(ed) == 2, "the review stays open"

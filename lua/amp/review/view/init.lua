@@ -55,7 +55,7 @@ end
 function M.start(review)
   review.started = true
   H.layout(review).start(review)
-  M.set_winbars(review)
+  vim.cmd.redrawstatus({ bang = true })
 end
 
 function M.refresh(review)
@@ -90,6 +90,7 @@ function M.close(review, after)
       pcall(api.nvim_del_augroup_by_id, review.group)
       review.group = nil
     end
+    M.clear_winbars(review)
     if review.view then
       pcall(H.layout(review).close, review)
     end
@@ -129,9 +130,26 @@ end
 
 -- Winbars ----------------------------------------------------------------------
 
---- The key facts first (they must survive a narrow window: the rest is
---- cut at `%<`), then what the review is about.
-function M.winbar(review)
+--- The reviews' windows: window id -> { review, side = "left"|"right" }.
+M.shown = {}
+
+--- The winbar of a review's window, made at each redraw for its width:
+--- the key facts first, then what the review is about, cut at the end.
+M.WINBAR = "%{%v:lua.require'amp.review.view'.winbar()%}"
+
+--- The text of the winbar of `win` (default: the window being drawn).
+function M.winbar_text(win)
+  local shown = M.shown[win]
+  if not shown then
+    return ""
+  end
+  local review = shown.review
+  if shown.side == "left" then
+    return review.kind.left_label .. " · " .. review.title
+  end
+  if review.started == false then
+    return "amp: loading the proposal… · " .. review.title
+  end
   local keys = require("amp.review.config").keys()
   local facts = { review.kind.facts(review) }
   local a, r = keys.accept_hunk, keys.reject_hunk
@@ -140,21 +158,45 @@ function M.winbar(review)
   elseif a or r then
     table.insert(facts, (a or r) .. " hunk")
   end
-  local about = review.title
+  local text = table.concat(facts, " · ") .. " │ " .. review.title
   if review.note then
-    about = about .. " | " .. review.note
+    text = text .. " | " .. review.note
   end
-  local text = table.concat(facts, " · "):gsub("%%", "%%%%")
-  return text .. " %<│ " .. about:gsub("%%", "%%%%")
+  return text
+end
+
+function M.winbar()
+  local win = vim.g.statusline_winid or api.nvim_get_current_win()
+  local text = M.winbar_text(win)
+  local width = api.nvim_win_is_valid(win) and api.nvim_win_get_width(win) or 80
+  if vim.fn.strdisplaywidth(text) > width then
+    text = vim.fn.strcharpart(text, 0, math.max(width - 1, 1)) .. "…"
+    while vim.fn.strdisplaywidth(text) > width and vim.fn.strchars(text) > 1 do
+      text = vim.fn.strcharpart(text, 0, vim.fn.strchars(text) - 2) .. "…"
+    end
+  end
+  return (text:gsub("%%", "%%%%"))
 end
 
 function M.set_winbars(review)
-  local wins = H.layout(review).windows(review)
-  if wins.right and api.nvim_win_is_valid(wins.right) then
-    vim.wo[wins.right].winbar = review.started == false and "amp: loading the proposal…" or M.winbar(review)
+  for side, win in pairs(H.layout(review).windows(review)) do
+    if api.nvim_win_is_valid(win) then
+      -- A window the review borrows (split) gets its own winbar back.
+      local before = M.shown[win] and M.shown[win].before or vim.wo[win].winbar
+      M.shown[win] = { review = review, side = side, before = before }
+      vim.wo[win].winbar = M.WINBAR
+    end
   end
-  if wins.left and api.nvim_win_is_valid(wins.left) then
-    vim.wo[wins.left].winbar = (review.kind.left_label .. ": " .. review.title):gsub("%%", "%%%%")
+end
+
+function M.clear_winbars(review)
+  for win, shown in pairs(M.shown) do
+    if shown.review == review then
+      M.shown[win] = nil
+      if api.nvim_win_is_valid(win) and vim.wo[win].winbar == M.WINBAR then
+        vim.wo[win].winbar = shown.before or ""
+      end
+    end
   end
 end
 

@@ -68,7 +68,6 @@ function M.close(review)
     api.nvim_buf_clear_namespace(review.right, M.ns, 0, -1)
   end
   if v.right and api.nvim_win_is_valid(v.right) then
-    vim.wo[v.right].winbar = ""
     if #api.nvim_tabpage_list_wins(0) > 1 then
       pcall(api.nvim_win_close, v.right, true)
     end

@@ -45,7 +45,6 @@ function M.close(review)
       api.nvim_win_call(win, function()
         vim.cmd.diffoff()
       end)
-      vim.wo[win].winbar = ""
     end
   end
   if v.right and api.nvim_win_is_valid(v.right) and #api.nvim_tabpage_list_wins(0) > 1 then

@@ -63,7 +63,6 @@ function M.close(review)
     api.nvim_win_call(win, function()
       vim.cmd.diffoff()
     end)
-    vim.wo[win].winbar = ""
   end
   if #api.nvim_list_tabpages() > 1 then
     for _, win in ipairs(wins) do
