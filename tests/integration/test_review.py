@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import wait_for
-from review_helpers import buffer_count, open_review, press, tabs, wait_proposals, winbar
+from review_helpers import buffer_count, open_review, press, shown_window, tabs, wait_proposals, winbar
 
 
 def record_events(ed) -> None:
@@ -451,3 +451,20 @@ def test_reverting_everything_never_writes_or_drops_unsaved_text(nvim_factory):
     assert path.read_text() == "ONE\ntwo\n"
     assert ed.buf_lines(path) == ["ONE", "mine"]
     assert tabs(ed) == 2, "the review stays open"
+
+
+def test_the_open_key_opens_the_waiting_proposal_and_its_notice_names_it(nvim_factory):
+    ed = nvim_factory(review={"edit_file": True, "timeout_ms": 60000, "open_key": "<leader>R"})
+    path = ed.env.workspace / "k.txt"
+    path.write_text("a\n")
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": "b\n"})
+    wait_proposals(ed, 1)
+    wait_for(lambda: "amp: Amp proposes a change to k.txt: <leader>R to open it" in ed.messages(), 5, "the notice")
+    assert tabs(ed) == 1
+    ed.nvim.command("normal \\R")
+    win = shown_window(ed, "k.txt (proposed by Amp)")
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    assert c.recv_response(rid, timeout=10)["editFile"]["success"] is True
+    assert path.read_text() == "b\n"

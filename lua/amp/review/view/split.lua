@@ -42,9 +42,7 @@ function M.close(review)
   end
   for _, win in ipairs({ v.left, v.right }) do
     if win and api.nvim_win_is_valid(win) then
-      api.nvim_win_call(win, function()
-        vim.cmd.diffoff()
-      end)
+      require("amp.review.view.tab").diff_off(win)
     end
   end
   if v.right and api.nvim_win_is_valid(v.right) and #api.nvim_tabpage_list_wins(0) > 1 then

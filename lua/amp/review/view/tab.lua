@@ -24,14 +24,37 @@ function M.windows(review)
   return { left = v.left, right = v.right }
 end
 
+--- Past this many lines (both sides together) the windows are put in diff
+--- mode without diff folding: Neovim computes the folds of every line
+--- against every hunk (1.3 s of a 2.8 s stall for two 15 MiB sides; the
+--- diff itself is 0.15 s), and ]c / [c move between hunks anyway.
+M.fold_max_lines = 40000
+
 function M.start(review)
+  local lines = api.nvim_buf_line_count(review.left) + api.nvim_buf_line_count(review.right)
   for _, win in pairs(M.windows(review)) do
     if api.nvim_win_is_valid(win) then
-      api.nvim_win_call(win, function()
-        vim.cmd.diffthis()
-      end)
+      if lines <= M.fold_max_lines then
+        api.nvim_win_call(win, function()
+          vim.cmd.diffthis()
+        end)
+      else
+        vim.wo[win].scrollbind = true
+        vim.wo[win].cursorbind = true
+        vim.wo[win].wrap = false
+        vim.wo[win].diff = true
+      end
     end
   end
+end
+
+--- Leaves diff mode (either way `start` entered it).
+function M.diff_off(win)
+  api.nvim_win_call(win, function()
+    vim.cmd.diffoff()
+  end)
+  vim.wo[win].scrollbind = false
+  vim.wo[win].cursorbind = false
 end
 
 function M.refresh(review)
@@ -60,9 +83,7 @@ function M.close(review)
   end
   local wins = api.nvim_tabpage_list_wins(v.tab)
   for _, win in ipairs(wins) do
-    api.nvim_win_call(win, function()
-      vim.cmd.diffoff()
-    end)
+    M.diff_off(win)
   end
   if #api.nvim_list_tabpages() > 1 then
     for _, win in ipairs(wins) do
