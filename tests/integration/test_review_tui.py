@@ -52,6 +52,15 @@ def no_answer(c, seconds: float) -> None:
         assert "id" not in msg, f"the agent was answered: {msg}"
 
 
+def answer(c, timeout: float = 10) -> dict:
+    """The next answer to a request (notifications are passed over)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        if "id" in msg:
+            return msg
+
+
 def connect_claude(tui) -> Mcp:
     _, lock, status = claude_lock(tui)
     c = Mcp(status["port"], lock["authToken"])
@@ -96,7 +105,7 @@ def test_a_proposal_arriving_in_insert_mode_leaves_the_keys_to_the_user(tui, amp
     assert right.lstrip().startswith(":w accepts · :q rejects · ga/gr hunk"), bar
     tui.keys(":q", literal=True)
     tui.keys("Enter")
-    reply = json.loads(c.ws.recv(timeout=10))
+    reply = answer(c)
     assert reply["id"] == rid and reply["result"]["content"][0]["text"] == "DIFF_REJECTED", reply
     assert (amp_env.workspace / "sub" / "x.env").read_text() == "A=1\n"
     c.close()

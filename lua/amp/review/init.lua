@@ -5,7 +5,7 @@
 ---   amp.review.proposal  an agent's proposal, waiting for the user;
 ---   amp.review.changes   changes already on disk (`:Amp review`).
 --- Shown by amp.review.view in the layout of `review.layout`; the line
---- arithmetic is amp.review.hunks.
+--- arithmetic is amp.review.hunks; the one-line notices amp.review.notice.
 ---
 --- This module is what the rest of the plugin calls: the Rust side
 --- (src/nvim/review.rs: `propose`, `filled`, `close`, `close_owner`, `text`;
@@ -51,7 +51,7 @@ function M.close(session, name, why)
   if not (item and proposal.close(item, why)) then
     return false
   end
-  proposal.tell_closed(item.agent, { item }, why)
+  require("amp.review.notice").closed(item.agent, { item }, why)
   return true
 end
 
@@ -63,7 +63,7 @@ function M.close_owner(session, agent, why)
       table.insert(closed, item)
     end
   end
-  proposal.tell_closed(agent, closed, why)
+  require("amp.review.notice").closed(agent, closed, why)
   return #closed
 end
 
