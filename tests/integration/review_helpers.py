@@ -57,6 +57,12 @@ def winbar(ed, win: int) -> str:
     return ed.lua("return require('amp.review.view').winbar_text(...)", win)
 
 
+def messages(ed) -> str:
+    """:messages, read with execute(): Neovim 0.10's nvim_exec2 gives ""
+    while the command-line window is open."""
+    return ed.lua("return vim.fn.execute('messages')")
+
+
 def tabs(ed) -> int:
     return ed.lua("return #vim.api.nvim_list_tabpages()")
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import wait_for
-from review_helpers import buffer_count, open_review, press, shown_window, tabs, wait_proposals, winbar
+from review_helpers import buffer_count, messages, open_review, press, shown_window, tabs, wait_proposals, winbar
 
 
 def record_events(ed) -> None:
@@ -344,7 +344,7 @@ def test_proposals_arriving_in_the_command_line_window_wait_and_leak_no_buffer(r
     assert "20 proposals" in ed.lua("return require('amp').statusline()")
     # Opening one from inside it is refused with the reason, and makes nothing.
     ed.lua("require('amp.review').command('f3.txt')")
-    assert "close it, then :Amp review" in ed.messages()
+    assert "close it, then :Amp review" in messages(ed)
     assert buffer_count(ed) == buffers
     ed.nvim.input(":quit<CR>")
     wait_for(lambda: ed.lua("return vim.fn.getcmdwintype()") == "", 5, "the command-line window to close")

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import wait_for
-from review_helpers import open_review, proposals, wait_proposals
+from review_helpers import messages, open_review, proposals, wait_proposals
 from test_claude import Mcp, claude_lock, handshake
 from test_gemini import Events, open_session, tmpdir_env
 
@@ -127,12 +127,12 @@ def test_a_gone_agents_proposal_closes_with_one_line_and_w_in_it_writes_and_answ
     ed.nvim.input("iw")
     go_away()
     line = f"amp: {agent} disconnected: its proposal for sub/x.env was closed (nothing written)"
-    wait_for(lambda: line in ed.messages(), 10, "the one line")
+    wait_for(lambda: line in messages(ed), 10, "the one line")
     assert proposals(ed) == []
     ed.nvim.input("<CR>")  # :w, in the proposal's window
     wait_for(lambda: ed.lua("return vim.fn.getcmdwintype()") == "", 5, "the command-line window to close")
     wait_for(lambda: not ed.lua("return vim.api.nvim_buf_is_valid(...)", buf), 5, "the proposal's buffer to go")
-    assert "amp: this proposal was closed (disconnected): nothing was written" in ed.messages()
+    assert "amp: this proposal was closed (disconnected): nothing was written" in messages(ed)
     assert [d.get("accepted") for d in ed.lua("return _G.decided")] == [False]
     time.sleep(0.3)
     assert target.read_text() == "A=1\n"
