@@ -9,8 +9,8 @@
 --- has it (unsaved changes included); right, the proposal, editable. `:w`
 --- in it accepts (the user's edits included), closing it rejects.
 ---
---- Known by (agent session, name): `M.decide(session, name, accepted,
---- text)` and `M.fill(...)` are set by the Rust side.
+--- Known by (agent session, name). The Rust side's `decide(session, name,
+--- accepted, text)` and `fill(...)` are set on `amp.review`.
 ---
 --- A review kind: the same small interface as `amp.review.changes`.
 local M = {}
@@ -70,19 +70,25 @@ end
 
 -- Arrival ------------------------------------------------------------------------
 
+--- Proposals that arrived so far (their order).
+H.arrivals = 0
+
 --- A proposal arrived (from Rust, main thread). `meta`: { session, name,
 --- path, agent, eol, nl, bytes, conflicts, tick? }.
 function M.arrived(meta)
   local key = M.key(meta.session, meta.name)
   local old = M.items[key]
   if old then
-    -- Replaced by its agent: the old one was answered as rejected already.
+    -- Replaced by its agent (answered as rejected already): a :w in its
+    -- view must not decide the new one, which has its key.
+    old.closed = "replaced by a newer one"
     H.drop(old)
   end
   local item = vim.deepcopy(meta)
   item.key = key
   item.rel = vim.fn.fnamemodify(meta.path, ":~:.")
-  item.arrived = vim.uv.now()
+  H.arrivals = H.arrivals + 1
+  item.arrived = H.arrivals
   M.items[key] = item
   H.fire("AmpReviewOpened", { name = item.name, path = item.path, agent = item.agent, kind = "proposal" })
   H.counted()
@@ -350,7 +356,5 @@ function H.counted()
     connection.refresh()
   end
 end
-
-M.decide_item = H.decide
 
 return M
