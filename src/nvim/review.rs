@@ -234,7 +234,7 @@ fn fill(session: u64, name: String, left: i32, right: i32) -> bool {
     };
     runtime.spawn(async move {
         let mut failed = None;
-        for (buf, text) in [(left, &texts.left), (right, &texts.right)] {
+        'sides: for (buf, text) in [(left, &texts.left), (right, &texts.right)] {
             let mut at = 0;
             for slice in slices(text) {
                 let n = slice.len();
@@ -242,11 +242,12 @@ fn fill(session: u64, name: String, left: i32, right: i32) -> bool {
                 let end = if at == 0 { 1 } else { at };
                 match on_main(move || super::bulk::set_lines(buf, at, end, &slice)).await {
                     Ok(Ok(())) => at += n,
-                    Ok(Err(e)) => failed = Some(e),
+                    // The view was closed meanwhile (its buffers gone): stop.
+                    Ok(Err(e)) => {
+                        failed = Some(e);
+                        break 'sides;
+                    }
                     Err(_) => return, // Neovim is stopping: nothing to finish.
-                }
-                if failed.is_some() {
-                    break;
                 }
             }
         }

@@ -468,3 +468,23 @@ def test_the_open_key_opens_the_waiting_proposal_and_its_notice_names_it(nvim_fa
     ed.nvim.command("write")
     assert c.recv_response(rid, timeout=10)["editFile"]["success"] is True
     assert path.read_text() == "b\n"
+
+
+def test_a_proposal_of_many_slices_is_shown_and_accepted_whole(reviewed):
+    """Filled from the native side in slices of 4096 lines / 256 KiB: a
+    proposal of 10000 lines (several slices, a long line among them) comes
+    out of the view byte for byte."""
+    ed = reviewed
+    path = ed.env.workspace / "many.txt"
+    old = "".join(f"line {i}\n" for i in range(9000))
+    new = "".join(f"line {i}{' changed' if i % 1000 == 0 else ''}\n" for i in range(10000)) + "x" * 300000 + "\n"
+    path.write_text(old)
+    c = ed.connect()
+    rid = c.send_request("editFile", {"path": str(path), "fullContent": new})
+    win = open_review(ed, "many.txt (proposed by Amp)")
+    assert ed.lua("return vim.api.nvim_buf_line_count(vim.api.nvim_win_get_buf(...))", win) == 10001
+    ed.lua("vim.api.nvim_set_current_win(...)", win)
+    ed.nvim.command("write")
+    result = c.recv_response(rid, timeout=20)["editFile"]
+    assert result["success"] is True and result["content"] == new
+    assert path.read_text() == new
