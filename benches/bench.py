@@ -63,6 +63,7 @@ from typing import Any, Callable
 # The integration tests' harness: Neovim, its HOME/XDG tree, lockfiles, clients.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 import harness  # noqa: E402
+import review_latency  # noqa: E402
 from harness import (LIBRARY, NVIM, REPO, AmpEnv, flood_diagnostics_and_log_moves, open_client,  # noqa: E402
                      time_limit, upgrade_request)
 
@@ -1620,7 +1621,7 @@ def main() -> int:
     ap.add_argument("--no-results", action="store_true")
     ap.add_argument("--only", default="")
     args = ap.parse_args()
-    only = {int(x) for x in args.only.split(",") if x.strip()} or set(range(1, 11))
+    only = {int(x) for x in args.only.split(",") if x.strip()} or set(range(1, 12))
     q = args.quick
     if not Path(NVIM).exists():
         print(f"nvim not found at {NVIM} (set AMP_NVIM)", file=sys.stderr)
@@ -1701,6 +1702,15 @@ def main() -> int:
         if 9 in only:
             step("9. leak check of native calls", 60,
                  lambda: bench_leaks(res, tmp, 50_000 if q else 200_000, 2_000 if q else 6_000))
+        if 11 in only:
+            def b11():
+                review = Editor(tmp / "review", plugin=True,
+                                setup_opts="{ auto_start = true, agents = { amp = true, claude = true } }")
+                try:
+                    review_latency.run(review, res, UiDrain, percentile, ms)
+                finally:
+                    review.close()
+            step("11. keystrokes while a 15 MiB proposal arrives and opens", 120, b11)
     finally:
         poller.stop()
         kill_all()

@@ -322,17 +322,15 @@ M.register("keep", {
   end,
 })
 
--- Changes made on disk outside Neovim, hunk by hunk (lua/amp/review.lua).
+-- Agents' proposals and the changes they made on disk, hunk by hunk
+-- (lua/amp/review/).
 M.register("review", {
-  desc = "review the changes agents made to loaded files, hunk by hunk",
+  desc = "open an agent's proposal or review the changes agents made, hunk by hunk",
   run = function(args)
     require("amp.review").command(args.text)
   end,
   complete = function(arglead)
-    local names = vim.tbl_map(function(name)
-      return vim.fn.fnamemodify(name, ":~:.")
-    end, require("amp.review").pending())
-    return H.filter(names, arglead)
+    return H.filter(require("amp.review").complete(), arglead)
   end,
 })
 

@@ -36,7 +36,7 @@ local H = {}
 ---@field edits { write_autocmds: "all"|"post"|"none", max_file_bytes: integer }
 ---@field install { url?: string }
 ---@field notify { connections: boolean }
----@field review { edit_file: boolean, timeout_ms: integer, keys: table<string, string|false> }
+---@field review { edit_file: boolean, timeout_ms: integer, layout: "tab"|"split"|"inline", open_key: string|false, keys: table<string, string|false> }
 ---@field terminal amp.TerminalConfig
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
@@ -114,6 +114,14 @@ M.defaults = {
     -- A review of an editFile not decided by then is closed and the agent
     -- told so (milliseconds).
     timeout_ms = 300000,
+    -- Where :Amp review shows a review: "tab" (a tab page of its own),
+    -- "split" (beside the current window, which shows the old text; the
+    -- agent's terminal stays in view) or "inline" (one new window: the new
+    -- text with the removed lines shown between its lines).
+    layout = "tab",
+    -- A normal-mode key that opens the next review (as :Amp review does);
+    -- false: none. A proposal never opens by itself.
+    open_key = false,
     -- Buffer-local keys in a review (false: no mapping). ]c and [c move
     -- between hunks as in any diff.
     keys = { accept_hunk = "ga", reject_hunk = "gr", accept_all = "gA", reject_all = "gR" },
@@ -164,6 +172,7 @@ M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
 M.terminal_agents = { "amp", "claude", "gemini", "opencode" }
 M.terminal_positions = { "right", "left", "bottom", "top", "float" }
+M.review_layouts = { "tab", "split", "inline" }
 
 --- Merge `user` over the defaults and validate the result.
 ---@param user? table
@@ -310,6 +319,13 @@ function M.validate(config)
     { "notify.connections", config.notify.connections, H.is_boolean, "a boolean" },
     { "review.edit_file", config.review.edit_file, H.is_boolean, "a boolean" },
     { "review.timeout_ms", config.review.timeout_ms, H.is_positive_int, "a positive integer", 1000, 86400000 },
+    {
+      "review.layout",
+      config.review.layout,
+      H.one_of(M.review_layouts),
+      "one of " .. table.concat(M.review_layouts, "|"),
+    },
+    { "review.open_key", config.review.open_key, H.is_key_or_false, "a key (a non-empty string) or false" },
     { "review.keys", config.review.keys, H.is_key_map, "a table of key names to keys (strings) or false" },
     { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
     { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
@@ -424,6 +440,10 @@ end
 -- entry disables itself only, as in the reference client).
 function H.is_provider_map(value)
   return type(value) == "table"
+end
+
+function H.is_key_or_false(value)
+  return value == false or (type(value) == "string" and value ~= "")
 end
 
 function H.is_key_map(value)

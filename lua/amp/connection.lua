@@ -126,10 +126,19 @@ function H.update()
   else
     text = ("amp: %d agent%s (%s)"):format(H.agents, H.agents == 1 and "" or "s", H.names())
   end
+  -- What waits for the user: proposals, then unreviewed changes.
   local review = package.loaded["amp.review"]
+  local waiting = {}
+  local proposals = review and review.proposal_count() or 0
+  if proposals > 0 then
+    table.insert(waiting, ("%d proposal%s"):format(proposals, proposals == 1 and "" or "s"))
+  end
   local unreviewed = review and review.count() or 0
   if unreviewed > 0 then
-    text = (text == "" and "amp: " or (text == "amp" and "amp: " or (text .. ", "))) .. unreviewed .. " to review"
+    table.insert(waiting, unreviewed .. " to review")
+  end
+  if #waiting > 0 then
+    text = ((text == "" or text == "amp") and "amp: " or (text .. ", ")) .. table.concat(waiting, ", ")
   end
   if text ~= H.text then
     H.text = text
@@ -219,24 +228,9 @@ function H.flush()
   end
 end
 
--- A status line in the message area (and :messages), not a vim.notify
--- alert: connecting is news, not a problem. One screen line, and only
--- when the screen has not scrolled for an earlier message: one more line
--- then would stop Neovim at a hit-enter prompt, where agent requests wait.
--- Tried again a little later (for 10 s), then dropped (the statusline
--- says it anyway).
-function H.echo(msg, tries)
-  tries = tries or 0
-  if vim.fn.state("s") ~= "" or vim.api.nvim_get_mode().blocking then
-    if tries < 100 then
-      vim.defer_fn(function()
-        H.echo(msg, tries + 1)
-      end, 100)
-    end
-    return
-  end
-  local line = require("amp.notify").one_line(msg)
-  vim.api.nvim_echo({ { line } }, true, {})
+-- One line of news (lua/amp/notify.lua).
+function H.echo(msg)
+  require("amp.notify").news(msg)
 end
 
 return M

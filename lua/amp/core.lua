@@ -36,6 +36,7 @@ function M.setup(opts, config)
     H.fail(load_err, true)
     return
   end
+  H.map_review_key(config)
   H.mkdir(vim.fs.dirname(config.log_file))
   native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   H.configure_openctx(config)
@@ -359,6 +360,22 @@ function H.server_part(config)
     log_level = config.log_level,
     log_max_bytes = config.log_max_bytes,
   })
+end
+
+-- `review.open_key` opens the next review (:Amp review); the key set by an
+-- earlier setup() goes when it changes.
+function H.map_review_key(config)
+  local key = config.review.open_key
+  if H.review_key == key then
+    return
+  end
+  if H.review_key then
+    pcall(vim.keymap.del, "n", H.review_key)
+  end
+  H.review_key = key or nil
+  if key then
+    vim.keymap.set("n", key, "<Cmd>Amp review<CR>", { desc = "amp: open the next review (:Amp review)" })
+  end
 end
 
 -- Modules that feed editor events to the running server: each has

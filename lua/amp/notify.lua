@@ -61,4 +61,24 @@ function M.notify(msg, level)
   require("amp.compat").notify(line, level)
 end
 
+--- A line of news (an agent connected, a proposal arrived) in the message
+--- area and |:messages|, not a |vim.notify()| alert: news, not a problem.
+--- Shown only while the screen has not scrolled for an earlier message
+--- (one more line then would stop Neovim at a hit-enter prompt, where agent
+--- requests wait); tried again a little later for 10 s, then dropped (the
+--- statusline says it anyway).
+---@param msg string
+function M.news(msg, tries)
+  tries = tries or 0
+  if vim.fn.state("s") ~= "" or vim.api.nvim_get_mode().blocking then
+    if tries < 100 then
+      vim.defer_fn(function()
+        M.news(msg, tries + 1)
+      end, 100)
+    end
+    return
+  end
+  vim.api.nvim_echo({ { (M.one_line(msg)) } }, true, {})
+end
+
 return M

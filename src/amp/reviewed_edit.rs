@@ -14,7 +14,7 @@ use super::calls::EditSpec;
 use super::protocol::RpcError;
 use crate::core::edit::apply_range;
 use crate::core::editor::{Editor, EditorError};
-use crate::core::review::{Decision, Owner, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::serve::budget::Held;
 use crate::serve::hub::Hub;
 
@@ -57,7 +57,8 @@ pub async fn review(
     let decided = tokio::time::timeout(timeout, editor.propose(proposal)).await;
     Ok(match decided {
         Err(_) => {
-            let _ = editor.close_review(name).await;
+            // The user is told in one line; the agent by the answer.
+            let _ = editor.close_review(owner, name, ReviewEnd::TimedOut).await;
             Reviewed::Refused(format!(
                 "the user did not review the edit to {} within {} s: nothing was changed",
                 abs.display(),
@@ -98,7 +99,10 @@ pub async fn edit_file(
         };
     let final_text = text.clone();
     let new_text = |snapshot: &crate::core::buffer::BufferText| {
-        if snapshot.clone().file_text() != original {
+        // The buffer of a file with unsaved changes takes the accepted text
+        // at the decision (lua/amp/review/proposal.lua): that is no change.
+        let now = snapshot.clone().file_text();
+        if now != original && now != final_text {
             return Err(format!("{} changed during the review: nothing was written; read it again", abs.display()));
         }
         Ok(final_text.clone())

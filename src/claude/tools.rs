@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
 use crate::core::editor::{Editor, EditorError, TextToSelect};
-use crate::core::review::{Decision, Owner, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::selection::RawSelection;
 use crate::core::uri::path_to_file_uri;
 use crate::mcp;
@@ -17,11 +17,11 @@ use crate::mcp;
 /// What a request needs besides the editor.
 pub struct Context<'a> {
     pub editor: &'a dyn Editor,
+    /// The connection asking: its reviews are its own.
+    pub owner: Owner,
     pub workspace_folders: Vec<String>,
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
-    /// The connection asking: its proposals are its own.
-    pub owner: Owner,
 }
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
@@ -176,11 +176,12 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "close_tab" => {
             let tab_name = mcp::string_arg(args, "tab_name")?;
-            answered(cx.editor.close_review(tab_name).await)?;
+            answered(cx.editor.close_review(cx.owner, tab_name, ReviewEnd::Agent).await)?;
             Ok(plain("TAB_CLOSED"))
         }
         "closeAllDiffTabs" => {
-            let n = answered(cx.editor.close_all_reviews().await)?;
+            // This connection's reviews only, never another agent's.
+            let n = answered(cx.editor.close_reviews(cx.owner, ReviewEnd::Agent).await)?;
             Ok(plain(&format!("CLOSED_{n}_DIFF_TABS")))
         }
         other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
@@ -244,7 +245,7 @@ mod tests {
             assert_ne!(rejected["content"][0]["text"], "TAB_CLOSED");
             assert!(fake.calls().contains(&Call::Propose("accept".into(), "x\n".into())));
             assert_eq!(tool(&c, "close_tab", json!({"tab_name": "open"})).await, "TAB_CLOSED");
-            assert!(fake.calls().contains(&Call::CloseReview("open".into())));
+            assert!(fake.calls().contains(&Call::CloseReview("open".into(), ReviewEnd::Agent)));
             assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_0_DIFF_TABS");
             let bad = json!({"name": "openDiff", "arguments": {"new_file_path": "/w/a.rs", "tab_name": "t"}});
             assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
@@ -252,13 +253,11 @@ mod tests {
     }
 
     fn cx(editor: &FakeEditor) -> Context<'_> {
-        Context {
-            editor,
-            workspace_folders: vec!["/w".into()],
-            current_selection: None,
-            latest_selection: None,
-            owner: Owner::new("Claude"),
-        }
+        cx_of(editor, Owner::new("Claude"))
+    }
+
+    fn cx_of(editor: &FakeEditor, owner: Owner) -> Context<'_> {
+        Context { editor, owner, workspace_folders: vec!["/w".into()], current_selection: None, latest_selection: None }
     }
 
     async fn tool(cx: &Context<'_>, name: &str, args: Value) -> Value {
@@ -269,6 +268,37 @@ mod tests {
 
     fn block_on<F: Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    }
+
+    #[test]
+    fn a_connection_closes_and_replaces_only_its_own_reviews() {
+        use futures_util::FutureExt;
+        let fake = fake();
+        fake.hold_reviews();
+        let (me, other) = (Owner::new("Claude"), Owner::new("Gemini"));
+        let open = |tab: &str| {
+            json!({"name": "openDiff", "arguments": {
+            "new_file_path": "/w/a.rs", "new_file_contents": "x\n", "tab_name": tab}})
+        };
+        block_on(async {
+            let (mine_cx, other_cx) = (cx_of(&fake, me), cx_of(&fake, other));
+            let (open_mine, open_other) = (open("mine"), open("[Gemini] /w/a.rs"));
+            let mine = answer("tools/call", &open_mine, &mine_cx);
+            let theirs = answer("tools/call", &open_other, &other_cx);
+            tokio::pin!(mine, theirs);
+            assert!((&mut mine).now_or_never().is_none() && (&mut theirs).now_or_never().is_none());
+            // A tab named like the other's is a review of this connection's own.
+            let open_same = open("[Gemini] /w/a.rs");
+            let same = answer("tools/call", &open_same, &mine_cx);
+            tokio::pin!(same);
+            assert!((&mut same).now_or_never().is_none());
+            assert_eq!(tool(&mine_cx, "closeAllDiffTabs", json!({})).await, "CLOSED_2_DIFF_TABS");
+            assert_eq!(mine.await.unwrap()["content"][0]["text"], "DIFF_REJECTED");
+            assert_eq!(same.await.unwrap()["content"][0]["text"], "DIFF_REJECTED");
+            assert!((&mut theirs).now_or_never().is_none(), "the other agent's review is still open");
+            assert_eq!(tool(&other_cx, "closeAllDiffTabs", json!({})).await, "CLOSED_1_DIFF_TABS");
+            assert_eq!(theirs.await.unwrap()["content"][0]["text"], "DIFF_REJECTED");
+        });
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 
 use super::buffer::{ApplyError, BufferText, FileStamp, FinalEol, WritePlan};
 use super::edit::Hunk;
@@ -179,19 +179,22 @@ pub trait Editor: Send + Sync + 'static {
     /// Fires `User {name}` with `data`, later, without waiting.
     fn event(&self, name: &'static str, data: Value);
 
-    /// Shows `proposal` for review and waits (blocking nothing) until the
-    /// user decides.
+    /// Offers `proposal` for review and waits (blocking nothing) until the
+    /// user decides. It never takes the keyboard: the user is told and
+    /// opens it when they choose.
     fn propose(&self, proposal: Proposal) -> Pending<'_, Decision>;
 
-    /// Closes the review `name` (pending: rejected); whether there was one.
-    fn close_review(&self, name: String) -> Pending<'_, bool>;
+    /// Closes `owner`'s review `name` (pending: rejected), saying why when
+    /// the agent did not close it itself; whether there was one.
+    fn close_review(&self, owner: Owner, name: String, why: ReviewEnd) -> Pending<'_, bool>;
 
-    /// The current text of the review `name`'s proposal (the user may have
-    /// edited it); `None`: no such review.
-    fn review_text(&self, name: String) -> Pending<'_, Option<String>>;
+    /// The current text of `owner`'s review `name`'s proposal (the user may
+    /// have edited it); `None`: no such review.
+    fn review_text(&self, owner: Owner, name: String) -> Pending<'_, Option<String>>;
 
-    /// Closes every proposal's review (pending: rejected); how many.
-    fn close_all_reviews(&self) -> Pending<'_, usize>;
+    /// Closes every review of `owner` (pending: rejected), none of another
+    /// agent's; how many.
+    fn close_reviews(&self, owner: Owner, why: ReviewEnd) -> Pending<'_, usize>;
 
     /// The buffers that hold files, the current one marked.
     fn open_buffers(&self) -> Pending<'_, Vec<OpenBuffer>>;

@@ -15,7 +15,7 @@ use super::editor::{
     BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
 };
 use super::filetext::{self, DiskText, LineEnd};
-use super::review::{Decision, Proposal};
+use super::review::{Decision, Owner, Proposal, ReviewEnd};
 use super::uri::LineSelection;
 
 #[derive(Debug, Clone)]
@@ -48,14 +48,18 @@ pub enum Call {
     Event(&'static str, Value),
     /// A review: its name, the proposed text.
     Propose(String, String),
-    CloseReview(String),
+    CloseReview(String, ReviewEnd),
     ReviewText(String),
-    CloseAllReviews,
+    /// Every review of the owner with this session closed.
+    CloseReviews(u64, ReviewEnd),
     OpenBuffers,
     BufferModified(PathBuf),
     SaveBuffer(PathBuf),
     SelectText(TextToSelect),
 }
+
+/// A review shown and not decided: its text and the decision's sender.
+type HeldReview = (String, tokio::sync::oneshot::Sender<Decision>);
 
 #[derive(Default)]
 struct State {
@@ -68,9 +72,10 @@ struct State {
     diagnostics: Vec<RawDiagnostic>,
     /// What the user decides in the next reviews (none: rejected).
     decisions: Vec<Decision>,
-    /// With `hold_reviews`: the reviews shown and not decided yet, by name
-    /// (their text, and the decision's sender: `close_review` rejects).
-    held: Option<HashMap<String, (String, tokio::sync::oneshot::Sender<Decision>)>>,
+    /// With `hold_reviews`: the reviews shown and not decided yet, by
+    /// owner's session and name (their text, and the decision's sender:
+    /// `close_review` rejects).
+    held: Option<HashMap<(u64, String), HeldReview>>,
 }
 
 #[derive(Default)]
@@ -352,7 +357,10 @@ impl Editor for FakeEditor {
         let gone = state.gone;
         if let (Some(held), false) = (state.held.as_mut(), gone) {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            held.insert(name.clone(), (text.clone(), tx));
+            // Replaced: the earlier one of the same owner and name is rejected.
+            if let Some((_, old)) = held.insert((proposal.owner.session, name.clone()), (text.clone(), tx)) {
+                let _ = old.send(Decision::Rejected);
+            }
             state.calls.push(Call::Propose(name, text));
             return Box::pin(async move { Ok(rx.await.unwrap_or(Decision::Rejected)) });
         }
@@ -366,24 +374,36 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn close_review(&self, name: String) -> Pending<'_, bool> {
-        self.answer(Call::CloseReview(name.clone()), move |s| {
-            let held = s.held.as_mut().and_then(|h| h.remove(&name));
-            if let Some((_, tx)) = held {
-                let _ = tx.send(Decision::Rejected);
+    fn close_review(&self, owner: Owner, name: String, why: ReviewEnd) -> Pending<'_, bool> {
+        self.answer(Call::CloseReview(name.clone(), why), move |s| {
+            let held = s.held.as_mut().and_then(|h| h.remove(&(owner.session, name)));
+            match held {
+                Some((_, tx)) => {
+                    let _ = tx.send(Decision::Rejected);
+                    true
+                }
+                None => false,
             }
-            true
         })
     }
 
-    fn review_text(&self, name: String) -> Pending<'_, Option<String>> {
+    fn review_text(&self, owner: Owner, name: String) -> Pending<'_, Option<String>> {
         self.answer(Call::ReviewText(name.clone()), move |s| {
-            s.held.as_ref().and_then(|h| h.get(&name)).map(|(text, _)| text.clone())
+            s.held.as_ref().and_then(|h| h.get(&(owner.session, name))).map(|(text, _)| text.clone())
         })
     }
 
-    fn close_all_reviews(&self) -> Pending<'_, usize> {
-        self.answer_or_refuse(Call::CloseAllReviews, |_| Ok(0))
+    fn close_reviews(&self, owner: Owner, why: ReviewEnd) -> Pending<'_, usize> {
+        self.answer_or_refuse(Call::CloseReviews(owner.session, why), move |s| {
+            let Some(held) = s.held.as_mut() else { return Ok(0) };
+            let mine: Vec<_> = held.keys().filter(|(session, _)| *session == owner.session).cloned().collect();
+            for key in &mine {
+                if let Some((_, tx)) = held.remove(key) {
+                    let _ = tx.send(Decision::Rejected);
+                }
+            }
+            Ok(mine.len())
+        })
     }
 
     /// The first buffer is the current one.

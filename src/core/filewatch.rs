@@ -10,7 +10,9 @@
 //!   folds elsewhere stay);
 //! - a buffer with unsaved changes keeps them: the user is told once and
 //!   settles it with `:Amp diff`, `:Amp take` or `:Amp keep`. Neovim still
-//!   knows the old timestamp, so a plain `:w` asks before overwriting.
+//!   knows the old timestamp, so a plain `:w` asks before overwriting. When
+//!   the new file holds exactly the buffer's text, the buffer counts as
+//!   saved instead.
 //!
 //! Writes by Neovim itself and by `editFile` are remembered by their stat
 //! stamp and not reported.
@@ -239,14 +241,18 @@ async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bo
     };
     let report =
         |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
-    if snapshot.modified && !take {
-        return done(report(FileChange::Conflict).await);
-    }
     let hunks = match snapshot.hunks_to(&disk.lines()) {
         Ok(hunks) => hunks,
         Err(e) => return done(Err(e)),
     };
     let unchanged = hunks.is_empty();
+    // Unsaved changes are kept, unless the disk now holds exactly them (an
+    // agent wrote the text the user accepted in a review, which the buffer
+    // took at the decision): then the buffer is as good as saved.
+    let same_format = snapshot.format.line_end == disk.line_end && snapshot.format.eol == disk.eol;
+    if snapshot.modified && !take && !(unchanged && same_format) {
+        return done(report(FileChange::Conflict).await);
+    }
     let edit = BufferEdit { bufnr: snapshot.bufnr, tick: snapshot.changedtick, hunks, final_eol: None };
     match editor.reload(edit, disk.clone()).await {
         Ok(Ok(())) => done(report(if unchanged { FileChange::Settled } else { FileChange::Reloaded }).await),
@@ -290,6 +296,22 @@ mod tests {
         assert_eq!(editor.calls().last(), Some(&Call::FileChanged(path.into(), FileChange::Conflict)));
         reload(&editor, path, disk(b"theirs\n"), true).await.unwrap();
         assert_eq!(editor.buffer(path).unwrap().lines, ["theirs"]);
+    }
+
+    #[tokio::test]
+    async fn unsaved_text_that_the_disk_now_holds_is_saved_not_a_conflict() {
+        let editor = FakeEditor::new(true);
+        let path = Path::new("/w/a.txt");
+        editor.open(path, &["accepted", "mine"], true, unix_format());
+        reload(&editor, path, disk(b"accepted\nmine\n"), false).await.unwrap();
+        let b = editor.buffer(path).unwrap();
+        assert_eq!((b.lines, b.modified), (vec!["accepted".to_owned(), "mine".to_owned()], false));
+        assert_eq!(editor.calls().last(), Some(&Call::FileChanged(path.into(), FileChange::Settled)));
+        // The same lines with other line breaks: still the user's to settle.
+        editor.open(Path::new("/w/b.txt"), &["x"], true, unix_format());
+        reload(&editor, Path::new("/w/b.txt"), disk(b"x\r\n"), false).await.unwrap();
+        assert!(editor.buffer(Path::new("/w/b.txt")).unwrap().modified);
+        assert_eq!(editor.calls().last(), Some(&Call::FileChanged("/w/b.txt".into(), FileChange::Conflict)));
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ pub mod filewatch;
 pub mod fsutil;
 pub mod log;
 pub mod published;
+pub mod rebase;
 pub mod review;
 pub mod selection;
 pub mod text;

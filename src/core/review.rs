@@ -4,6 +4,7 @@
 //! editor's (`nvim::review`); this is the shared vocabulary.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What the user decided about a proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,25 +15,29 @@ pub enum Decision {
     Rejected,
 }
 
-/// Who asked for a review: the agent's display name and its connection
-/// (session), so that an agent can close or replace only its own reviews
-/// and its reviews close when it goes away.
+/// Who asked for a review: the agent's display name and its connection or
+/// session. Reviews are known by (session, name): an agent sees, replaces
+/// and closes only its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Owner {
+    /// For the user: "Amp", "Claude", "Gemini".
     pub agent: &'static str,
+    /// One per connection (Amp, Claude) or MCP session (Gemini), never reused.
     pub session: u64,
 }
 
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
 impl Owner {
-    /// A new session of `agent`, numbered apart from every other.
+    /// A new owner: a session number no other owner has.
     pub fn new(agent: &'static str) -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Self { agent, session: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+        Self { agent, session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed) }
     }
 }
 
 /// A proposed new text for `path`, shown as a review named `name` (an
-/// agent's tab name; a second review of the same name replaces the first).
+/// agent's tab name; a second review of the same owner and name replaces
+/// the first).
 #[derive(Debug, Clone)]
 pub struct Proposal {
     pub name: String,
@@ -41,22 +46,46 @@ pub struct Proposal {
     /// (empty when the file does not exist yet).
     pub original: Option<String>,
     pub proposed: String,
-    /// Who proposes it: the view's title names the agent, and only this
-    /// owner may close or replace it.
     pub owner: Owner,
+}
+
+/// Why a review closed without the user's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewEnd {
+    /// The agent closed it (`close_tab`, `closeDiff`, `closeAllDiffTabs`):
+    /// it knows, so the user is not told.
+    Agent,
+    /// The agent's connection or session ended: nobody waits for the
+    /// decision any more. The user is told in one line.
+    Disconnected,
+    /// Nobody decided within the agent's time limit. The user is told in
+    /// one line.
+    TimedOut,
+}
+
+impl ReviewEnd {
+    /// The name the view's side knows it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReviewEnd::Agent => "agent",
+            ReviewEnd::Disconnected => "disconnected",
+            ReviewEnd::TimedOut => "timed_out",
+        }
+    }
 }
 
 /// The largest file a review reads from disk for its left side, and the
 /// largest proposed text it shows.
 pub const MAX_REVIEW_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Reviews waiting for a decision at once, all agents together: each is a
-/// tab with two buffers, so an agent's flood of proposals is refused
-/// (with a reason) instead of filling the editor.
+/// Reviews waiting for a decision at once, all agents together: each holds
+/// its texts (and, once shown, two buffers), so an agent's flood of
+/// proposals is refused (with a reason) instead of filling the editor.
 pub const MAX_OPEN_REVIEWS: usize = 32;
 
 /// Whether `proposal` may be shown while `open` reviews wait (one of the
-/// same name is replaced, so it does not count): `Err(reason)` otherwise.
+/// same owner and name is replaced, so it does not count): `Err(reason)`
+/// otherwise.
 pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), String> {
     if proposal.proposed.len() as u64 > MAX_REVIEW_BYTES {
         return Err(format!(
@@ -78,10 +107,16 @@ pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), Str
 /// disk (lossy UTF-8: the view only shows it), empty when the file does not
 /// exist yet.
 pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
-    if let Some(text) = &proposal.original {
-        return Ok(text.clone());
+    match &proposal.original {
+        Some(text) => Ok(text.clone()),
+        None => disk_text(&proposal.path).await,
     }
-    let path = &proposal.path;
+}
+
+/// The file's text on disk as a review shows it (lossy UTF-8), empty when
+/// the file does not exist yet; refused when it is not a regular file or
+/// bigger than [`MAX_REVIEW_BYTES`].
+pub async fn disk_text(path: &std::path::Path) -> Result<String, String> {
     match tokio::fs::metadata(path).await {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
         Err(e) => return Err(format!("cannot review {}: {e}", path.display())),
@@ -95,7 +130,10 @@ pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
         }
         Ok(_) => {}
     }
-    let bytes = tokio::fs::read(path).await.map_err(|e| format!("cannot review {}: {e}", path.display()))?;
+    // Bounded while reading too: a procfs file says size 0 and never ends.
+    let bytes = super::fsutil::read_regular(path.to_path_buf(), MAX_REVIEW_BYTES)
+        .await
+        .map_err(|e| format!("cannot review {}: {e}", path.display()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -124,6 +162,14 @@ mod tests {
         assert_eq!(admit(&p, MAX_OPEN_REVIEWS, true), Ok(()));
         let big = Proposal { proposed: "x".repeat(MAX_REVIEW_BYTES as usize + 1), ..p };
         assert!(admit(&big, 0, false).unwrap_err().contains("more than a review shows"));
+    }
+
+    #[test]
+    fn every_owner_is_a_session_of_its_own() {
+        let (a, b) = (Owner::new("Claude"), Owner::new("Claude"));
+        assert_ne!(a, b);
+        assert_eq!(a.agent, "Claude");
+        assert_eq!(ReviewEnd::TimedOut.name(), "timed_out");
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::protocol;
 use crate::core::editor::{Editor, EditorError};
 use crate::core::log;
-use crate::core::review::{Decision, Owner, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::mcp;
 
 /// Sends one notification to the session that made the request.
@@ -31,12 +31,12 @@ pub type Spawn<'a> = &'a (dyn Fn(Pin<Box<dyn Future<Output = ()> + Send>>) + Syn
 /// What a request needs besides its params.
 pub struct Context<'a> {
     pub editor: Arc<dyn Editor>,
+    /// The MCP session asking: its reviews are its own.
+    pub owner: Owner,
     pub workspace_folders: Vec<String>,
     pub diffs: Arc<Diffs>,
     pub notify: Notify,
     pub spawn: Spawn<'a>,
-    /// The session asking: its diffs are its own.
-    pub owner: Owner,
 }
 
 /// The diffs waiting for a decision, by session and file: Gemini knows a
@@ -56,22 +56,22 @@ struct Open {
 }
 
 impl Diffs {
-    fn open(&self, owner: Owner, path: &Path) -> u64 {
+    fn open(&self, session: u64, path: &Path) -> u64 {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert((owner.session, path.to_path_buf()), Open { generation, suppressed: false });
+        self.lock().insert((session, path.to_path_buf()), Open { generation, suppressed: false });
         generation
     }
 
-    fn suppress(&self, owner: Owner, path: &Path) {
-        if let Some(open) = self.lock().get_mut(&(owner.session, path.to_path_buf())) {
+    fn suppress(&self, session: u64, path: &Path) {
+        if let Some(open) = self.lock().get_mut(&(session, path.to_path_buf())) {
             open.suppressed = true;
         }
     }
 
     /// Whether the decision of diff `generation` of `path` is to be told.
-    fn finish(&self, owner: Owner, path: &Path, generation: u64) -> bool {
+    fn finish(&self, session: u64, path: &Path, generation: u64) -> bool {
         let mut open = self.lock();
-        let key = (owner.session, path.to_path_buf());
+        let key = (session, path.to_path_buf());
         match open.get(&key) {
             Some(o) if o.generation == generation => open.remove(&key).is_some_and(|o| !o.suppressed),
             _ => false,
@@ -115,13 +115,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) => s.clone(),
                 _ => return Err((mcp::INVALID_PARAMS, "newContent must be a string".into())),
             };
-            let owner = cx.owner;
-            let generation = cx.diffs.open(owner, &path);
-            let proposal = Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner };
+            let session = cx.owner.session;
+            let generation = cx.diffs.open(session, &path);
+            let proposal =
+                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner: cx.owner };
             let (editor, diffs, notify) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone());
             (cx.spawn)(Box::pin(async move {
                 let decided = editor.propose(proposal).await;
-                if !diffs.finish(owner, &path, generation) {
+                if !diffs.finish(session, &path, generation) {
                     return;
                 }
                 match decided {
@@ -145,10 +146,10 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let name = review_name(&path);
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
-                cx.diffs.suppress(cx.owner, &path);
+                cx.diffs.suppress(cx.owner.session, &path);
             }
-            let text = answered(cx.editor.review_text(name.clone()).await)?;
-            answered(cx.editor.close_review(name).await)?;
+            let text = answered(cx.editor.review_text(cx.owner, name.clone()).await)?;
+            answered(cx.editor.close_review(cx.owner, name, ReviewEnd::Agent).await)?;
             Ok(mcp::text_content(&[&protocol::close_diff_text(text.as_deref())], false))
         }
         other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
@@ -166,11 +167,11 @@ mod tests {
         let sent = sent.clone();
         Context {
             editor: editor.clone(),
+            owner: Owner { agent: "Gemini", session: 7 },
             workspace_folders: vec!["/w".into()],
             diffs: diffs.clone(),
             notify: Arc::new(move |m, p| sent.lock().unwrap().push((m, p))),
             spawn,
-            owner: Owner { agent: "Gemini", session: 7 },
         }
     }
 
@@ -226,7 +227,7 @@ mod tests {
         let closed = json!({"name": "closeDiff", "arguments": {"filePath": "/w/a.rs", "suppressNotification": true}});
         let result = answer("tools/call", &closed, &cx).await.unwrap();
         assert_eq!(result["content"][0]["text"], r#"{"content":"new\n"}"#);
-        assert!(fake.calls().contains(&Call::CloseReview("[Gemini] /w/a.rs".into())));
+        assert!(fake.calls().contains(&Call::CloseReview("[Gemini] /w/a.rs".into(), ReviewEnd::Agent)));
         // The review's task ends (rejected by the close): nothing is told.
         let pending: Vec<_> = tasks.lock().unwrap().drain(..).collect();
         for t in pending {
@@ -253,15 +254,14 @@ mod tests {
     #[tokio::test]
     async fn a_replaced_diff_tells_nothing() {
         let diffs = Diffs::default();
-        let (me, other) = (Owner::new("Gemini"), Owner::new("Gemini"));
-        let first = diffs.open(me, Path::new("/a"));
-        let second = diffs.open(me, Path::new("/a"));
-        let theirs = diffs.open(other, Path::new("/a"));
-        assert!(!diffs.finish(me, Path::new("/a"), first));
-        assert!(diffs.finish(me, Path::new("/a"), second));
-        assert!(!diffs.finish(me, Path::new("/a"), second));
+        let first = diffs.open(1, Path::new("/a"));
+        let second = diffs.open(1, Path::new("/a"));
         // Another session's diff of the same file is its own.
-        assert!(diffs.finish(other, Path::new("/a"), theirs));
+        let elsewhere = diffs.open(2, Path::new("/a"));
+        assert!(!diffs.finish(1, Path::new("/a"), first));
+        assert!(diffs.finish(1, Path::new("/a"), second));
+        assert!(!diffs.finish(1, Path::new("/a"), second));
+        assert!(diffs.finish(2, Path::new("/a"), elsewhere));
     }
 
     #[tokio::test]

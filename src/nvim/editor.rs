@@ -12,7 +12,7 @@ use crate::core::editor::{
     BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
 };
 use crate::core::filetext::DiskText;
-use crate::core::review::{Decision, Proposal};
+use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::uri::LineSelection;
 
 /// The running Neovim.
@@ -121,16 +121,16 @@ impl Editor for Neovim {
         Box::pin(review::propose(proposal))
     }
 
-    fn close_review(&self, name: String) -> Pending<'_, bool> {
-        Box::pin(review::close(name))
+    fn close_review(&self, owner: Owner, name: String, why: ReviewEnd) -> Pending<'_, bool> {
+        Box::pin(review::close(owner, name, why))
     }
 
-    fn review_text(&self, name: String) -> Pending<'_, Option<String>> {
-        Box::pin(review::text(name))
+    fn review_text(&self, owner: Owner, name: String) -> Pending<'_, Option<String>> {
+        Box::pin(review::text(owner, name))
     }
 
-    fn close_all_reviews(&self) -> Pending<'_, usize> {
-        Box::pin(review::close_all())
+    fn close_reviews(&self, owner: Owner, why: ReviewEnd) -> Pending<'_, usize> {
+        Box::pin(review::close_all(owner, why))
     }
 
     fn open_buffers(&self) -> Pending<'_, Vec<OpenBuffer>> {

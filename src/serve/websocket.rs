@@ -48,6 +48,7 @@ use super::listener::HandshakeSlot;
 use super::registry::Agent;
 use super::write_deadline::{Abort, WRITE_TIMEOUT};
 use crate::core::log;
+use crate::core::review::ReviewEnd;
 
 /// Requests of one client answered at once; the socket is not read past it.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -179,6 +180,12 @@ pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: Hands
     let client = Arc::new(protocol.open(&outbox, connection.owner));
     let ended = run(ws, &protocol, &client, outbox, outgoing).await;
     drop(client);
+    // Nobody waits for its reviews' decisions any more: they close, and the
+    // user is told. (A stopping session closes every review itself, and its
+    // main thread waits for this task: no editor call then.)
+    if !hub.tasks.is_closing() {
+        let _ = hub.editor.close_reviews(connection.owner, ReviewEnd::Disconnected).await;
+    }
     connection.end(&ended);
 }
 

@@ -14,6 +14,7 @@ from websockets.sync.client import connect
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
 from mcp_clients import Mcp, handshake
+from review_helpers import open_review, wait_proposals, where_the_user_is, winbar
 
 SETUP = {"agents": {"amp": True, "claude": True}}
 
@@ -258,6 +259,12 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
         return c.next_id
 
     def reply(id, timeout=10):
+        # Two answers may come in either order (close_tab's and the
+        # rejected openDiff's): one read before its turn waits here.
+        for msg in c.notifications:
+            if msg.get("id") == id:
+                c.notifications.remove(msg)
+                return msg
         deadline = time.monotonic() + timeout
         while True:
             msg = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
@@ -266,14 +273,18 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
             c.notifications.append(msg)
 
     def proposal_buffer(tab):
-        return wait_for(lambda: ed.lua("""
-            for _, b in ipairs(vim.api.nvim_list_bufs()) do
-              if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
-            end
-            return false""", tab + " (proposed by Claude)"), 10, "the review's proposal buffer")
+        """Opens the proposal as the user does (:Amp review): its window
+        shows the file's path and, as extra, Claude's tab name."""
+        wait_for(lambda: any(p["name"] == tab for p in wait_proposals(ed, 1)), 10, f"the proposal {tab!r}")
+        win = open_review(ed, "code.py (proposed by Claude)")
+        assert tab in winbar(ed, win)
+        return ed.lua("return vim.api.nvim_win_get_buf(...)", win)
 
     # Accept: the user tweaks the proposal, then :w.
+    user = where_the_user_is(ed)
     id = open_diff("✻ [Claude Code] code.py", "one\nTWO\nthree\n")
+    wait_proposals(ed, 1)
+    assert where_the_user_is(ed) == user, "a proposal that arrives takes nothing from the user"
     buf = proposal_buffer("✻ [Claude Code] code.py")
     assert ed.lua("return #vim.api.nvim_list_tabpages()") == 2
     assert ed.lua("return vim.wo.diff") is True
@@ -287,6 +298,7 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
     assert f.read_text() == "one\ntwo\nthree\n"
     wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
     assert ed.lua("return vim.wo.diff") is False
+    assert "amp: accepted Claude's change to code.py" in ed.messages()
 
     # Reject: :q in the proposal answers DIFF_REJECTED, never TAB_CLOSED.
     id = open_diff("review 2", "one\nzwei\nthree\n")
@@ -295,6 +307,7 @@ def test_open_diff_review_accepts_with_w_and_rejects_with_q(nvim_factory, amp_en
     answer = reply(id)
     assert answer["result"]["content"][0]["text"] == "DIFF_REJECTED"
     wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the review to close")
+    assert "amp: rejected Claude's change to code.py" in ed.messages()
 
     # The agent's close_tab of a pending review rejects and closes it.
     id = open_diff("review 3", "uno\n")
@@ -345,11 +358,9 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
     tmux = ah.Tmux(amp_env.root, [str(ah.CLAUDE), "--permission-mode", "default"], env, amp_env.workspace)
 
     def review_open():
-        return ed.lua("""
-            for _, b in ipairs(vim.api.nvim_list_bufs()) do
-              if vim.api.nvim_buf_get_name(b):find("(proposed by Claude)", 1, true) then return b end
-            end
-            return false""")
+        """The user opens Claude's proposal once it arrives (:Amp review)."""
+        wait_for(lambda: ed.lua("return #require('amp.review').proposals() == 1"), 60, "Claude's proposal")
+        return ed.lua("return vim.api.nvim_win_get_buf(...)", open_review(ed, "story.txt (proposed by Claude)"))
 
     def tool_results(rs):
         return [r for r in rs if r.get("tools") and "tool_result" in json.dumps(r["messages"][-1:])]
@@ -360,11 +371,11 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
         time.sleep(1.0)
         tmux.submit("capitalize upon")
         try:
-            buf = wait_for(review_open, 60, "Claude's openDiff review in Neovim")
+            buf = review_open()
         except AssertionError:
             raise AssertionError("no review opened; screen:\n" + tmux.screen())
         # The proposal, tweaked by the user, then :w in it.
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
         ed.nvim.command("write")
@@ -379,8 +390,8 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
         tmux.wait_screen("Edited.", 60)
         time.sleep(1.0)
         tmux.submit("now change once")
-        buf = wait_for(review_open, 60, "the second review")
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        buf = review_open()
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         ed.nvim.command("quit")
         # A rejection ends Claude's turn (no further request to the model).
         tmux.wait_screen("Rejected update to story.txt", 30)
@@ -393,15 +404,17 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
 
 
 def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nvim_factory, amp_env):
-    """The review says the buffer has unsaved changes; Claude is told the
-    accepted text and writes the file itself; the buffer keeps the user's
-    unsaved text and reports the conflict (:Amp diff) instead of reloading."""
+    """Claude proposes from the file on disk; the buffer has unsaved lines
+    (one changed, one added). The review shows the proposal over the
+    buffer's text, so those lines are no hunk to lose; Claude is told the
+    accepted text with them; the buffer takes it at once, and when Claude
+    writes the file the buffer is simply saved: no conflict, nothing lost."""
     f = amp_env.workspace / "dirty.py"
     f.write_text("a = 1\nb = 2\n")
     ed = nvim_factory(**SETUP)
     _, lock, status = claude_lock(ed)
     ed.edit(f)
-    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'b = 20  # unsaved' })")
+    ed.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'b = 20  # unsaved', 'c = 3  # added, unsaved' })")
     ed.lua("""_G.amp_file_events = {}
         vim.api.nvim_create_autocmd('User', { pattern = 'AmpFileChanged', callback = function(ev)
           table.insert(_G.amp_file_events, ev.data)
@@ -413,14 +426,14 @@ def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nv
     c.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
         "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
                                           "new_file_contents": "a = 100\nb = 2\n", "tab_name": "dirty"}}}))
-    win = wait_for(lambda: ed.lua("""
-        for _, win in ipairs(vim.api.nvim_list_wins()) do
-          if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)):find('(proposed by Claude)', 1, true) then
-            return win
-          end
-        end
-        return false"""), 10, "the review")
-    assert "unsaved changes" in ed.lua("return vim.wo[...].winbar", win)
+    win = open_review(ed, "dirty.py (proposed by Claude)")
+    assert "unsaved changes" in winbar(ed, win)
+    sides = ed.lua("""
+        local review = require('amp.review').reviews[next(require('amp.review').reviews)]
+        return { vim.api.nvim_buf_get_lines(review.left, 0, -1, false),
+                 vim.api.nvim_buf_get_lines(review.right, 0, -1, false) }""")
+    assert sides == [["a = 1", "b = 20  # unsaved", "c = 3  # added, unsaved"],
+                     ["a = 100", "b = 20  # unsaved", "c = 3  # added, unsaved"]], sides
     ed.lua("vim.api.nvim_set_current_win(...)", win)
     ed.nvim.command("write")
     deadline = time.monotonic() + 10
@@ -428,12 +441,19 @@ def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nv
         reply = json.loads(c.ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
         if reply.get("id") == rid:
             break
-    assert reply["result"]["content"][1]["text"] == "a = 100\nb = 2\n"
+    accepted = reply["result"]["content"][1]["text"]
+    assert accepted == "a = 100\nb = 20  # unsaved\nc = 3  # added, unsaved\n"
+    want = ["a = 100", "b = 20  # unsaved", "c = 3  # added, unsaved"]
+    assert ed.buf_lines(f) == want, "the buffer took the accepted text at once"
     # Claude writes the file, as it does after FILE_SAVED.
-    f.write_text("a = 100\nb = 2\n")
-    wait_for(lambda: any(e.get("conflict") for e in ed.lua("return _G.amp_file_events")), 10, "the conflict report")
-    assert ed.buf_lines(f) == ["a = 1", "b = 20  # unsaved"]
-    assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is True
+    f.write_text(accepted)
+    wait_for(lambda: ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is False, 10,
+             "the buffer to count as saved")
+    assert ed.buf_lines(f) == want
+    assert not any(e.get("conflict") for e in ed.lua("return _G.amp_file_events")), ed.lua("return _G.amp_file_events")
+    # Taking the change was one undo step: the user's own text is one `u` away.
+    ed.lua("vim.api.nvim_buf_call(vim.fn.bufnr(...), function() vim.cmd('silent undo') end)", str(f))
+    assert ed.buf_lines(f) == ["a = 1", "b = 20  # unsaved", "c = 3  # added, unsaved"]
     c.close()
 
 
@@ -448,6 +468,7 @@ def test_open_diff_of_a_new_file_shows_an_empty_left_side_and_leaves_no_buffer(n
     c.ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
         "name": "openDiff", "arguments": {"old_file_path": str(f), "new_file_path": str(f),
                                           "new_file_contents": "print('hi')\n", "tab_name": "new file"}}}))
+    open_review(ed, "new_module.py (proposed by Claude)")
     sides = wait_for(lambda: ed.lua("""
         local out = {}
         for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do

@@ -23,6 +23,8 @@ DEFAULTS = {
     "review": {
         "edit_file": False,
         "timeout_ms": 300000,
+        "layout": "tab",
+        "open_key": False,
         "keys": {"accept_hunk": "ga", "reject_hunk": "gr", "accept_all": "gA", "reject_all": "gR"},
     },
     "log_level": "info",
@@ -205,6 +207,10 @@ INVALID = [
     ("{ review = { keys = { accept_hunk = 1 } } }",
      "amp: setup: review.keys must be a table of key names to keys (strings) or false, "
      'got { accept_all = "gA", accept_hunk = 1, reject_all = "gR", reject_hunk = "gr" }'),
+    ("{ review = { layout = 'float' } }", 'amp: setup: review.layout must be one of tab|split|inline, got "float"'),
+    ("{ review = { open_key = '' } }", 'amp: setup: review.open_key must be a key (a non-empty string) or false, got ""'),
+    ("{ review = { open_key = true } }",
+     "amp: setup: review.open_key must be a key (a non-empty string) or false, got true"),
     ("{ install = { url = '' } }", 'amp: setup: install.url must be nil or a URL, got ""'),
     ("{ openctx = { providers = 'https://p.test' } }",
      'amp: setup: openctx.providers must be a table of provider URI = true|false|{settings}, got "https://p.test"'),

@@ -16,6 +16,7 @@ from conftest import dead_pid, wait_for
 import agents_helpers as ah
 from resilience_helpers import amp_log
 from mcp_clients import Events, Http
+from review_helpers import buffer_count, open_review, proposals, wait_proposals, where_the_user_is
 
 SETUP = {"agents": {"amp": True, "gemini": True}}
 
@@ -278,11 +279,10 @@ def test_context_updates_carry_the_cursor_and_selection(nvim_factory, amp_env):
 
 
 def proposal_buffer(ed, path):
-    return wait_for(lambda: ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then return b end
-        end
-        return false""", f"[Gemini] {path} (proposed by Gemini)"), 10, "the review's proposal buffer")
+    """Opens Gemini's proposal for `path` as the user does (:Amp review)."""
+    rel = os.path.relpath(path, ed.cwd)
+    win = open_review(ed, f"{rel} (proposed by Gemini)", pick=f"{rel} (Gemini's proposal)", arg=rel)
+    return ed.lua("return vim.api.nvim_win_get_buf(...)", win)
 
 
 def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nvim_factory, amp_env):
@@ -291,26 +291,25 @@ def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nv
     events = Events(c)
     limit = 32  # core::review::MAX_OPEN_REVIEWS, :help amp-review
     files = [amp_env.workspace / f"f{i}.txt" for i in range(limit + 1)]
+    buffers = buffer_count(ed)
     for f in files[:limit]:
         assert c.tool("openDiff", {"filePath": str(f), "newContent": "new\n"})["result"] == {"content": []}
-    proposal_buffer(ed, files[limit - 1])
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    wait_proposals(ed, limit)
+    # Waiting proposals are counted, and hold no window or buffer.
+    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1
+    assert buffer_count(ed) == buffers
+    assert f"{limit} proposals" in ed.lua("return require('amp').statusline()")
     # One more: not shown, and Gemini is not left waiting for it.
     c.tool("openDiff", {"filePath": str(files[limit]), "newContent": "new\n"})
     assert events.wait("ide/diffRejected") == {"filePath": str(files[limit])}
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    assert len(proposals(ed)) == limit
     wait_for(lambda: "32 reviews wait for a decision already" in amp_log(ed), 5, "the reason in the log")
     # A new proposal for a file under review replaces its review: allowed.
     c.tool("openDiff", {"filePath": str(files[0]), "newContent": "newer\n"})
-    # The old proposal's buffer goes, a new one comes: looked up each time.
-    wait_for(lambda: ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find(..., 1, true) then
-            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
-          end
-        end
-        return false""", f"[Gemini] {files[0]} (proposed by Gemini)") == ["newer"], 5, "the replaced proposal")
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1 + limit
+    wait_for(lambda: [p["rel"] for p in proposals(ed)][-1] == "f0.txt", 5, "the replaced proposal")
+    assert len(proposals(ed)) == limit
+    buf = proposal_buffer(ed, files[0])
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["newer"]
     # A proposed text over 16 MiB is refused; the count is unchanged.
     c.tool("closeDiff", {"filePath": str(files[1])})
     big = "x" * (16 * 1024 * 1024 + 1)
@@ -318,7 +317,7 @@ def test_open_diffs_past_the_review_limit_are_rejected_with_the_reason_logged(nv
     assert events.wait("ide/diffRejected", lambda p: p["filePath"] == str(files[limit])) \
         == {"filePath": str(files[limit])}
     wait_for(lambda: "more than a review shows" in amp_log(ed), 5, "the size reason in the log")
-    assert ed.lua("return #vim.api.nvim_list_tabpages()") == limit
+    assert len(proposals(ed)) == limit - 1
 
 
 def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_env):
@@ -329,8 +328,11 @@ def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_
     c, disc, status = open_session(ed)
     events = Events(c)
     # openDiff answers at once, before any decision.
+    user = where_the_user_is(ed)
     answer = c.tool("openDiff", {"filePath": str(f), "newContent": "one\nTWO\nthree\n"})
     assert answer["result"] == {"content": []}
+    wait_proposals(ed, 1)
+    assert where_the_user_is(ed) == user, "a proposal that arrives takes nothing from the user"
     buf = proposal_buffer(ed, f)
     assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
     assert ed.lua("return vim.wo.diff") is True
@@ -371,6 +373,32 @@ def test_open_diff_accept_with_w_reject_with_q_and_close_diff(nvim_factory, amp_
     assert bad["error"]["code"] == -32602
 
 
+def test_accepting_a_proposal_for_a_buffer_with_unsaved_changes_loses_nothing(nvim_factory, amp_env):
+    """Gemini proposes from the file on disk; the buffer has an unsaved
+    line. The proposal is shown over the buffer's text, Gemini is told the
+    accepted text with that line, the buffer takes it at once, and Gemini's
+    write then leaves the buffer saved: no conflict, nothing lost."""
+    f = amp_env.workspace / "dirty.py"
+    f.write_text("a = 1\nb = 2\n")
+    ed = start(nvim_factory, amp_env)
+    ed.edit(f)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 2, false, { 'c = 3  # unsaved' })")
+    c, disc, status = open_session(ed)
+    events = Events(c)
+    c.tool("openDiff", {"filePath": str(f), "newContent": "a = 100\nb = 2\n"})
+    buf = proposal_buffer(ed, f)
+    assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    ed.nvim.command("write")
+    accepted = events.wait("ide/diffAccepted")["content"]
+    assert accepted == "a = 100\nb = 2\nc = 3  # unsaved\n"
+    assert ed.buf_lines(f) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    f.write_text(accepted)  # as Gemini does after ide/diffAccepted
+    wait_for(lambda: ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is False, 10,
+             "the buffer to count as saved")
+    assert ed.buf_lines(f) == ["a = 100", "b = 2", "c = 3  # unsaved"]
+    assert "changed on disk; unsaved changes kept" not in ed.messages()
+
+
 # The real Gemini CLI ----------------------------------------------------------
 
 needs_gemini = pytest.mark.skipif(not ah.gemini_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
@@ -394,11 +422,10 @@ def run_gemini(ed, amp_env, turns, extra_env=None):
 
 
 def review_open(ed):
-    return ed.lua("""
-        for _, b in ipairs(vim.api.nvim_list_bufs()) do
-          if vim.api.nvim_buf_get_name(b):find("(proposed by Gemini)", 1, true) then return b end
-        end
-        return false""")
+    """The user opens Gemini's proposal once it arrives (:Amp review)."""
+    if len(proposals(ed)) != 1:
+        return False
+    return ed.lua("return vim.api.nvim_win_get_buf(...)", open_review(ed, "(proposed by Gemini)"))
 
 
 def edit_turn(path, old, new):
@@ -475,7 +502,7 @@ def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory
             buf = wait_for(lambda: review_open(ed), 60, "Gemini's openDiff review in Neovim")
         except AssertionError:
             raise AssertionError("no review opened; screen:\n" + tmux.screen())
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
         ed.nvim.command("write")
@@ -490,7 +517,7 @@ def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory
 
         tmux.submit("now change once")
         buf = wait_for(lambda: review_open(ed), 60, "the second review")
-        ed.lua("vim.api.nvim_set_current_buf(...)", buf)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         ed.nvim.command("quit")
         wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
         # A rejection cancels the edit: the file stays as it was.

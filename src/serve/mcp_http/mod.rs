@@ -56,6 +56,7 @@ use super::listener::HandshakeSlot;
 use super::registry::Agent;
 use super::write_deadline::{Abort, WriteDeadline, WRITE_TIMEOUT};
 use crate::core::log;
+use crate::core::review::ReviewEnd;
 use crate::mcp;
 
 /// A request's start line and headers.
@@ -270,13 +271,14 @@ fn open_stream<P: Protocol>(protocol: &Arc<P>, id: &str) -> Response<Body> {
         let hub = hub.clone();
         move |session: Arc<Session>| {
             let opened = session.streams_opened();
+            let waiting = hub.clone();
             hub.spawn(async move {
                 tokio::select! {
                     () = tokio::time::sleep(STREAM_GRACE) => {}
                     () = session.ended.cancelled() => return,
                 }
-                if session.streams_opened() == opened {
-                    session.disconnect("its event stream closed");
+                if session.streams_opened() == opened && session.disconnect("its event stream closed") {
+                    close_reviews(&waiting, &session).await;
                 }
             });
         }
@@ -341,7 +343,10 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
     let sessions = &protocol.http().sessions;
     let (session, new) = if method == "initialize" {
         match sessions.create(protocol.agent().name) {
-            Ok(s) => (s, true),
+            Ok(s) => {
+                close_reviews_when_ended(hub, &s);
+                (s, true)
+            }
             Err(why) => return refused(why),
         }
     } else {
@@ -374,6 +379,27 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
         }
     }
     r
+}
+
+/// When `session` ends (DELETE, evicted for a newer one), nobody waits for
+/// its reviews' decisions any more: they close, and the user is told.
+fn close_reviews_when_ended(hub: &Arc<Hub>, session: &Arc<Session>) {
+    let (hub_, session) = (hub.clone(), session.clone());
+    hub.spawn(async move {
+        tokio::select! {
+            () = session.ended.cancelled() => close_reviews(&hub_, &session).await,
+            () = hub_.tasks.closing.cancelled() => {}
+        }
+    });
+}
+
+/// Closes `session`'s pending reviews, told as its agent having gone. (A
+/// stopping session closes every review itself, and its main thread waits
+/// for this task: no editor call then.)
+async fn close_reviews(hub: &Hub, session: &Session) {
+    if !hub.tasks.is_closing() {
+        let _ = hub.editor.close_reviews(session.owner, ReviewEnd::Disconnected).await;
+    }
 }
 
 /// A request's body (at most `server.max_frame_bytes`) and its share of

@@ -61,11 +61,10 @@ impl Session {
         self.inbox.lock().unwrap_or_else(|p| p.into_inner()).is_none()
     }
 
-    /// Ends the registry's entry, for `reason`.
-    pub fn disconnect(&self, reason: &str) {
-        if let Some(connection) = self.connection.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            connection.end(reason);
-        }
+    /// Ends the registry's entry, for `reason`; whether there was one.
+    pub fn disconnect(&self, reason: &str) -> bool {
+        let connection = self.connection.lock().unwrap_or_else(|p| p.into_inner()).take();
+        connection.map(|c| c.end(reason)).is_some()
     }
 
     /// The streams opened so far (see [`Inbox`]).
