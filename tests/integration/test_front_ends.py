@@ -28,6 +28,7 @@ import pytest
 
 from conftest import wait_for
 from mcp_clients import Events, Http, Mcp, handshake
+from review_helpers import wait_proposals
 
 AGENTS = ["amp", "claude", "gemini"]
 CLAUDE_HEADER = "x-claude-code-ide-authorization"
@@ -625,7 +626,7 @@ def test_proposals_waiting_for_the_user_leave_the_connection_answering(front_fac
         p.write_text(f"old {i}\n")
         paths.append(p)
     pending = [propose(front, client, paths[i], f"new {i}\n", f"tab {i}") for i in range(32)]
-    wait_for(lambda: ed.lua("return vim.tbl_count(require('amp.review').reviews)") >= 32, 20, "32 reviews")
+    wait_proposals(ed, 32, timeout=20)
     started = time.monotonic()
     front.ping(client)
     assert time.monotonic() - started < 2, "the connection waited for the user"

@@ -163,10 +163,10 @@ def test_only_loopback_requests_with_the_token_and_no_origin(nvim_factory, amp_e
 
 
 def test_body_size_limit_and_header_timeout(nvim_factory, amp_env):
-    ed = start(nvim_factory, amp_env, server={"handshake_timeout_ms": 500})
+    ed = start(nvim_factory, amp_env, server={"handshake_timeout_ms": 500, "max_frame_bytes": 32 * 1024 * 1024})
     c, disc, status = open_session(ed)
     port = status["port"]
-    # Over MAX_BODY_BYTES (32 MiB): refused from its Content-Length, unread.
+    # Over server.max_frame_bytes (32 MiB here): refused from its Content-Length, unread.
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     s.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {disc['authToken']}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {32 * 1024 * 1024 + 1}\r\n\r\n").encode())
