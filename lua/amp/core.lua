@@ -203,15 +203,37 @@ function M.agent_env(status)
     for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
       -- The value before this plugin added to it (H.env_saved), so a
       -- restart does not add the loopback names twice.
-      local current = H.env_before(name)
-      if current and current:find("127.0.0.1", 1, true) then
-        env[name] = current
-      else
-        env[name] = (current and current ~= "" and (current .. ",") or "") .. "127.0.0.1,localhost"
-      end
+      env[name] = M.with_loopback(H.env_before(name))
     end
   end
   return env
+end
+
+--- The loopback hosts an agent's requests to this Neovim go to: they must
+--- never go through an http proxy (Gemini's carry a bearer token).
+M.loopback_hosts = { "127.0.0.1", "localhost", "::1" }
+
+--- `no_proxy` with each of M.loopback_hosts as an entry of its own: the
+--- value is a comma-separated list, and only an exact entry counts
+--- (`127.0.0.10` or `my127.0.0.1.example` do not exempt 127.0.0.1). Entries
+--- already there are kept as they are, in their order.
+---@param current string|nil
+---@return string
+function M.with_loopback(current)
+  local entries, seen = {}, {}
+  for entry in (current or ""):gmatch("[^,]+") do
+    entry = vim.trim(entry)
+    if entry ~= "" then
+      entries[#entries + 1] = entry
+      seen[entry:lower()] = true
+    end
+  end
+  for _, host in ipairs(M.loopback_hosts) do
+    if not seen[host] then
+      entries[#entries + 1] = host
+    end
+  end
+  return table.concat(entries, ",")
 end
 
 --- Inside a container (`/.dockerenv`, `/run/.containerenv`) Gemini CLI dials

@@ -13,6 +13,7 @@ test_claude.py does.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -123,7 +124,7 @@ def test_open_starts_the_agent_in_the_workspace_attached_to_this_neovim(nvim_fac
     assert env["CLAUDE_CODE_SSE_PORT"] == str(port), env
     assert env["OPENCODE_EDITOR_SSE_PORT"] == str(port), env
     assert env["ENABLE_IDE_INTEGRATION"] == "true", env
-    assert env["no_proxy"] == "corp.example,127.0.0.1,localhost", env
+    assert env["no_proxy"] == "corp.example,127.0.0.1,localhost,::1", env
     assert "127.0.0.1" in env["NO_PROXY"], env
     assert env["NVIM"] == ed.lua("return vim.v.servername"), env
     assert (out / "cwd").read_text().strip() == str(sub)
@@ -318,8 +319,8 @@ def test_agent_variables_follow_stop_start_and_restart(nvim_factory):
                                   child = vim.fn.system({ 'sh', '-c', 'printf %s "$CLAUDE_CODE_SSE_PORT"' }) }""")
 
     port = str(ed.lua("return require('amp').status().agents.claude.port"))
-    assert env() == {"port": port, "ide": "true", "no_proxy": "corp.example,127.0.0.1,localhost",
-                     "NO_PROXY": "127.0.0.1,localhost", "child": port}
+    assert env() == {"port": port, "ide": "true", "no_proxy": "corp.example,127.0.0.1,localhost,::1",
+                     "NO_PROXY": "127.0.0.1,localhost,::1", "child": port}
     ed.nvim.command("Amp stop")
     assert env() == {"port": None, "ide": None, "no_proxy": "corp.example", "NO_PROXY": None, "child": ""}
     ed.nvim.command("Amp start")
@@ -328,8 +329,8 @@ def test_agent_variables_follow_stop_start_and_restart(nvim_factory):
     ed.nvim.command("Amp restart")
     ed.wait_lockfile()
     port = str(ed.lua("return require('amp').status().agents.claude.port"))
-    assert env() == {"port": port, "ide": "true", "no_proxy": "corp.example,127.0.0.1,localhost",
-                     "NO_PROXY": "127.0.0.1,localhost", "child": port}
+    assert env() == {"port": port, "ide": "true", "no_proxy": "corp.example,127.0.0.1,localhost,::1",
+                     "NO_PROXY": "127.0.0.1,localhost,::1", "child": port}
     # claude switched off by setup(): the variables go with it
     ed.lua("require('amp').setup(...)", {"agents": {"amp": True, "claude": False}})
     wait_for(lambda: ed.lua("return require('amp').is_running()"), 10, "the server to run again")
@@ -514,3 +515,63 @@ def test_the_real_claude_in_its_terminal_attaches_and_gets_send(nvim_factory, am
             raise AssertionError("the message did not reach the model; screen:\n" + "\n".join(screen(ed, buf)))
     finally:
         mock.close()
+
+
+def test_no_proxy_gets_the_exact_loopback_entries(nvim_factory):
+    """no_proxy is a comma list: `127.0.0.10` or `x127.0.0.1.example` does
+    not exempt 127.0.0.1, so the loopback names are added as entries of
+    their own; entries there already are kept once, in their order."""
+    ed = nvim_factory()
+    cases = {
+        "": "127.0.0.1,localhost,::1",
+        "127.0.0.10": "127.0.0.10,127.0.0.1,localhost,::1",
+        "x127.0.0.1.example, corp": "x127.0.0.1.example,corp,127.0.0.1,localhost,::1",
+        "localhost,127.0.0.1": "localhost,127.0.0.1,::1",
+        "LOCALHOST,::1,,127.0.0.1": "LOCALHOST,::1,127.0.0.1",
+    }
+    for before, after in cases.items():
+        assert ed.lua("return require('amp.core').with_loopback(...)", before) == after, before
+    assert ed.lua("return require('amp.core').with_loopback(nil)") == "127.0.0.1,localhost,::1"
+
+
+def test_an_agents_loopback_request_never_goes_to_the_proxy(nvim_factory, tmp_path):
+    """With http_proxy set and no_proxy=127.0.0.10 (127.0.0.1 only as a
+    substring), a real HTTP client started from Neovim (curl, which reads
+    no_proxy as agents' HTTP libraries do) sends its request with Gemini's
+    bearer token to the Gemini server on 127.0.0.1, not to the proxy."""
+    import http.server
+    seen: list[str] = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            seen.append(self.path + " " + str(self.headers.get("Authorization")))
+            self.send_response(502)
+            self.end_headers()
+
+        do_GET = do_POST  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        ed = nvim_factory(agents={"amp": True, "gemini": True},
+                          _extra_env=dict(NO_CI, no_proxy="127.0.0.10", NO_PROXY="127.0.0.10",
+                                          http_proxy=proxy_url, HTTP_PROXY=proxy_url,
+                                          TMPDIR=str(tmp_path)))
+        gemini = ed.lua("return require('amp').status().agents.gemini")
+        assert ed.lua("return vim.env.no_proxy") == "127.0.0.10,127.0.0.1,localhost,::1"
+        token = json.loads(Path(gemini["discovery_file"]).read_text())["authToken"]
+        code = ed.lua("""
+            local port, token = ...
+            return vim.fn.system({ 'curl', '-s', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'POST',
+              '-H', 'Authorization: Bearer ' .. token, '-H', 'Content-Type: application/json',
+              '-H', 'Accept: application/json, text/event-stream',
+              '--data', '{"jsonrpc":"2.0","id":1,"method":"ping"}', 'http://127.0.0.1:' .. port .. '/mcp' })
+        """, gemini["port"], token)
+        assert seen == [], f"the request went to the proxy: {seen}"
+        assert code != "502" and code.isdigit() and code != "000", code
+    finally:
+        proxy.shutdown()
