@@ -207,6 +207,20 @@ def test_doc_tags_is_up_to_date(tmp_path):
         "doc/tags is stale: run  nvim --headless -c 'helptags doc' -c q"
 
 
+def test_help_file_ends_with_its_modeline_and_fits_78_columns():
+    """|help-writing|: the modeline is the file's last line (Neovim reads
+    modelines only near the end), and no line is wider than 'textwidth' 78
+    (display cells, tabs at 8), so the help reads in an 80-column window."""
+    import unicodedata
+    lines = HELP.read_text("utf-8").rstrip("\n").split("\n")
+    assert re.fullmatch(r"\s*vim:tw=78:ts=8:ft=help:norl:", lines[-1]), lines[-3:]
+    assert sum(1 for l in lines if "vim:tw=78" in l) == 1
+    def width(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line.expandtabs(8))
+    wide = [(n, width(l), l) for n, l in enumerate(lines, 1) if width(l) > 78]
+    assert not wide, wide
+
+
 def test_every_help_tag_and_link_resolves(amp_env, tmp_path):
     tags, links = help_tags_and_links()
     assert "amp" in tags and "amp-config" in tags, tags
