@@ -247,24 +247,17 @@ M.register("ref", {
       H.error(err)
       return
     end
-    -- An agent's terminal (:Amp open) gets the reference typed into its
-    -- prompt; Claude Code / OpenCode connected to this Neovim take an
-    -- at_mentioned instead (they show the reference themselves).
+    -- Claude Code / OpenCode connected to this Neovim take an at_mentioned
+    -- (they show the reference in their prompt themselves), unless the
+    -- text goes to another agent's :Amp open terminal. Otherwise the
+    -- reference is typed into the agent's prompt (amp.message).
     local terminal = package.loaded["amp.terminal"]
     local term = terminal and terminal.target()
-    if term then
-      local claude_like = term.agent == "claude" or term.agent == "opencode"
-      if not (claude_like and H.claude_mention(args) > 0) then
-        terminal.paste(term, ref .. " ", false)
-      end
+    local claude_like = not term or term.agent == "claude" or term.agent == "opencode"
+    if claude_like and H.claude_mention(args) > 0 then
       return
     end
-    -- Claude Code / OpenCode clients get an at_mentioned (0-based lines, end inclusive).
-    local reached = H.claude_mention(args)
-    local status = require("amp").status()
-    if reached == 0 or (tonumber(status.clients) or 0) > 0 then
-      require("amp.message").send_to_prompt(ref)
-    end
+    require("amp.message").send_reference(ref)
   end,
 })
 
@@ -282,15 +275,20 @@ M.register("buffer", {
 
 M.register("open", {
   desc = "open (or hide, or show again) an agent's CLI in a terminal attached to this Neovim",
-  complete = function(arglead)
-    return H.filter(require("amp.terminal").available(), arglead)
+  complete = function(arglead, words)
+    local terminal = require("amp.terminal")
+    if #words <= 1 then
+      return H.filter(terminal.available(), arglead)
+    end
+    return H.filter(terminal.suggested_args(words[2]), arglead)
   end,
   run = function(args)
-    if #args.fargs > 1 then
-      H.error("amp: usage: :Amp open [amp|claude|gemini|opencode]")
-      return
+    -- `:Amp open [agent] [args...]`; `:Amp open --continue` is the default agent's.
+    local agent, extra = args.fargs[1], vim.list_slice(args.fargs, 2)
+    if agent and agent:sub(1, 1) == "-" then
+      agent, extra = nil, args.fargs
     end
-    require("amp.terminal").toggle(args.fargs[1])
+    require("amp.terminal").toggle(agent, extra)
   end,
 })
 
@@ -470,10 +468,6 @@ function H.status_text()
     parts[1] = ("amp: running on 127.0.0.1:%s, %d client%s"):format(status.port, clients, clients == 1 and "" or "s")
   else
     parts[1] = "amp: not running"
-  end
-  local waiting = require("amp.connection").waiting()
-  if waiting > 0 then
-    parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
   end
   for _, name in ipairs({ "claude", "gemini" }) do
     local front = status.running and (status.agents or {})[name]

@@ -126,9 +126,12 @@ M.defaults = {
     -- fraction of the editor's, else columns or lines. A float: both.
     size = 0.4,
     -- The command of each agent, as a list (program, then arguments).
+    -- Claude Code starts in "default" permission mode: it then asks the
+    -- editor to review each edit (openDiff); its own default ("auto" in
+    -- 2.1) edits files without asking.
     cmd = {
       amp = { "amp" },
-      claude = { "claude" },
+      claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
       opencode = { "opencode" },
     },

@@ -411,8 +411,8 @@ function H.create_autocmds()
     return
   end
   H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
-  -- Connection notices, the statusline's cache and messages waiting for
-  -- an agent (lua/amp/connection.lua, loaded on the first event).
+  -- Connection notices and the statusline's cache
+  -- (lua/amp/connection.lua, loaded on the first event).
   vim.api.nvim_create_autocmd("User", {
     group = H.augroup,
     pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },

@@ -25,24 +25,57 @@ H.order = {}
 --- Open the agent's terminal, or hide it when it is shown, or show it
 --- again when hidden; a terminal whose job exited is started anew.
 ---@param agent? string default: `terminal.default`
+---@param args? string[] arguments added to the agent's command when it starts
 ---@return boolean ok
 ---@return string|nil err
-function M.toggle(agent)
+function M.toggle(agent, args)
   local config = require("amp").get_config().terminal
   agent = agent or config.default
+  args = args or {}
   if not vim.list_contains(M.agents, agent) then
-    return H.fail(("amp: unknown agent '%s' (use %s)"):format(agent, table.concat(M.agents, ", ")))
+    return H.fail(("amp: use one of %s; there is no agent '%s'"):format(table.concat(M.agents, ", "), agent))
   end
   local term = H.terms[agent]
   if term and H.alive(term) then
     local win = H.window_of(term.buf)
+    if #args > 0 then
+      -- Arguments are for a start: a running agent is shown, not restarted.
+      if not win then
+        H.show(term, config)
+      end
+      require("amp.notify").notify(
+        ("amp: exit %s first to start it with %s: it is running"):format(agent, table.concat(args, " ")),
+        vim.log.levels.WARN
+      )
+      return false, "running"
+    end
     if win then
       return H.hide(win)
     end
     H.show(term, config)
     return true, nil
   end
-  return H.start(agent, config, term)
+  return H.start(agent, config, term, args)
+end
+
+--- Arguments `:Amp open {agent}` completes after the agent: common ones of
+--- each CLI (any other argument is passed as well).
+M.args = {
+  amp = { "threads", "continue", "new", "--mode", "--no-ide" },
+  claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
+  gemini = { "--resume", "latest", "--model", "--approval-mode" },
+  opencode = { "--continue", "--session", "--model" },
+}
+
+--- Completion of `:Amp open {agent} ...`.
+---@param agent string
+---@return string[]
+function M.suggested_args(agent)
+  local config = require("amp").get_config().terminal
+  if agent and agent:sub(1, 1) == "-" then
+    agent = config.default
+  end
+  return M.args[agent] or {}
 end
 
 --- The agents whose command is executable (for completion).
@@ -83,15 +116,20 @@ end
 --- ESC[201~), so the agent takes it as pasted text, newlines included,
 --- and not as keys; `submit`: then Enter. An ESC[201~ inside the text
 --- would end the paste early (and the rest would be keys): it is removed.
+--- `on_settled()`, if given, runs once the Enter went too (what is typed
+--- next must come after it).
 ---@param term amp.Terminal
 ---@param text string
 ---@param submit boolean
+---@param on_settled? fun()
 ---@return boolean ok
 ---@return string|nil err
-function M.paste(term, text, submit)
+function M.paste(term, text, submit, on_settled)
+  on_settled = on_settled or function() end
   text = text:gsub("\27%[201~", ""):gsub("\r\n", "\r"):gsub("\n", "\r")
   local ok, err = pcall(vim.api.nvim_chan_send, term.job, "\27[200~" .. text .. "\27[201~")
   if not ok then
+    on_settled()
     return H.fail(("amp: could not type into the %s terminal: %s"):format(term.agent, err))
   end
   if submit then
@@ -100,7 +138,10 @@ function M.paste(term, text, submit)
       if H.alive(term) then
         pcall(vim.api.nvim_chan_send, term.job, "\r")
       end
+      on_settled()
     end, M.submit_delay_ms)
+  else
+    on_settled()
   end
   return true, nil
 end
@@ -132,10 +173,10 @@ end
 
 -- Helpers -------------------------------------------------------------------
 
-function H.start(agent, config, old)
-  local cmd = config.cmd[agent]
+function H.start(agent, config, old, args)
+  local cmd = vim.list_extend(vim.deepcopy(config.cmd[agent]), args or {})
   if vim.fn.executable(cmd[1]) ~= 1 then
-    return H.fail(("amp: `%s` is not on PATH; set terminal.cmd.%s"):format(cmd[1], agent))
+    return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
   if not H.warn_unattached(agent) and agent == "amp" then
     H.warn_shared_folder()
