@@ -177,6 +177,9 @@ M.register("log", {
     end
     -- The name as one literal argument (no escaping, no expansion).
     vim.api.nvim_cmd({ cmd = "split", args = { path }, mods = args.smods, magic = { file = false } }, {})
+    -- The plugin's own buffer: never watched or reviewed as an agent's
+    -- change (lua/amp/buffer.lua; its path is one of the own files too).
+    require("amp.buffer").mark_own(vim.api.nvim_get_current_buf())
     -- The newest lines are the ones wanted.
     vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
   end,

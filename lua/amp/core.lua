@@ -28,6 +28,13 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
+  -- The log is the plugin's own file: never watched, reviewed or reported.
+  local log_dir = vim.fs.dirname(config.log_file)
+  require("amp.buffer").set_own_files({
+    config.log_file,
+    config.log_file .. ".1",
+    vim.fs.joinpath(log_dir, "amp-build.log"),
+  })
   H.create_autocmds()
   local _, load_err = native.load()
   if load_err then

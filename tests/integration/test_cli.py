@@ -434,6 +434,34 @@ def test_log_has_readable_times_and_opens_at_the_end(nvim_factory):
     assert row == last and last > 1
 
 
+def test_the_plugins_own_log_is_never_an_agents_change(nvim_factory):
+    """After :Amp log and :q the log buffer stays loaded while the server
+    keeps appending to its file: that is no agent's change, so it is not
+    watched, not counted for review and not reported as a visible file."""
+    ed = nvim_factory()
+    c = ed.connect()
+    c.ping()
+    ed.nvim.command("Amp log")
+    log = ed.lua("return require('amp').get_config().log_file")
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") == log
+    assert ed.lua("return require('amp.buffer').file_of(0)") is None
+    ed.nvim.command("q")
+    assert ed.lua("return vim.api.nvim_buf_is_loaded(vim.fn.bufnr(...))", log)
+    for i in range(3):
+        ed.lua("require('amp.native').call('log', 'info', ...)", f"a new line {i}")
+        c.ping()
+        time.sleep(0.4)
+    wait_for(lambda: "a new line 2" in Path(log).read_text(), 5, "the log lines")
+    time.sleep(1.0)  # the watcher's debounce and the review's bookkeeping
+    assert ed.lua("return require('amp').statusline()") == "amp: 1 agent"
+    assert ed.lua("return package.loaded['amp.review'] and require('amp.review').count() or 0") == 0
+    ed.nvim.command("Amp review")
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") != log
+    # Opened by hand (:edit), the log is the plugin's own file all the same.
+    ed.nvim.command("edit " + log.replace(" ", "\\ "))
+    assert ed.lua("return require('amp.buffer').file_of(0)") is None
+
+
 def test_messages_have_one_prefix():
     """Every message the Lua shell builds starts with "amp: "."""
     bad = []
