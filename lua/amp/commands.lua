@@ -386,10 +386,10 @@ M.register("context", {
 
 -- Helpers -------------------------------------------------------------------
 
--- Shows the error of an `ok, err` result.
-function H.report(ok, err)
+-- Shows the error of an `ok, err[, level]` result (an error unless `level` says otherwise).
+function H.report(ok, err, level)
   if not ok and err then
-    H.error(err)
+    require("amp.notify").notify(err, level or vim.log.levels.ERROR)
   end
 end
 
@@ -481,12 +481,16 @@ function H.status_text()
   end
   local err = status.last_error
   if err ~= nil and err ~= vim.NIL then
-    parts[#parts + 1] = "last error: " .. tostring(err)
+    -- (The error is a message of its own: one "amp: " prefix is enough.)
+    parts[#parts + 1] = "last error: " .. tostring(err):gsub("^amp: ", "")
   end
   if status.running and status.workspace_folders and status.workspace_folders[1] then
     parts[#parts + 1] = vim.fn.fnamemodify(status.workspace_folders[1], ":~")
   end
-  parts[#parts + 1] = "v" .. tostring(status.version)
+  -- The library's version; none when it is not loaded.
+  if type(status.version) == "string" then
+    parts[#parts + 1] = "v" .. status.version
+  end
   return table.concat(parts, ", ")
 end
 

@@ -219,12 +219,16 @@ function M.resolve(user)
   for agent, cmd in pairs(user_cmd or {}) do
     config.terminal.cmd[agent] = vim.deepcopy(cmd)
   end
+  local unknown = M.unknown(config)
   local ok, err = M.validate(config)
   if not ok then
+    -- One line for both: a second message would replace the first.
+    if #unknown > 0 then
+      err = ("%s; unknown: %s"):format(err, table.concat(unknown, ", "))
+    end
     return nil, err
   end
   local warning
-  local unknown = M.unknown(config)
   if #unknown > 0 then
     warning = ("amp: setup: ignoring unknown option%s %s (see :help amp-config)"):format(
       #unknown > 1 and "s" or "",

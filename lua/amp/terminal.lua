@@ -146,6 +146,10 @@ function M.paste(term, text, submit, on_settled)
   return true, nil
 end
 
+--- The smallest float `terminal.position = "float"` opens (columns, lines),
+--- when the editor has room for it.
+M.float_min = { width = 80, height = 20 }
+
 --- Delay between a paste and the Enter that submits it (ms).
 M.submit_delay_ms = 100
 
@@ -256,7 +260,13 @@ function H.open_window(buf, config)
     return math.max(1, math.min(n, total))
   end
   if position == "float" then
-    local width, height = measure(vim.o.columns), measure(vim.o.lines - vim.o.cmdheight - 2)
+    -- Never smaller than M.float_min (an agent's TUI needs room: the Amp
+    -- CLI exits at 32x8 with "Terminal is too small"), unless the editor
+    -- itself is smaller; the border takes 2 columns and lines.
+    local room_w, room_h = vim.o.columns - 2, vim.o.lines - vim.o.cmdheight - 2
+    local width = math.max(measure(vim.o.columns), math.min(M.float_min.width, room_w))
+    local height = math.max(measure(room_h), math.min(M.float_min.height, room_h))
+    width, height = math.max(1, math.min(width, room_w)), math.max(1, math.min(height, room_h))
     return vim.api.nvim_open_win(buf, true, {
       relative = "editor",
       width = width,

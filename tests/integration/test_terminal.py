@@ -261,8 +261,9 @@ def test_position_and_size(nvim_factory, tmp_path, position):
     row, col = ed.lua("return vim.fn.win_screenpos(...)", win)
     if position == "float":
         assert cfg["relative"] == "editor", cfg
+        # 25 is below the float's minimum width (80): the minimum wins.
         assert ed.lua("return { vim.api.nvim_win_get_width(...), vim.api.nvim_win_get_height(...) }",
-                      win) == [25, 25]
+                      win) == [80, 25]
     elif position == "bottom":
         assert cfg["relative"] == "" and row > 1 and col == 1, (cfg, row, col)
         assert ed.lua("return vim.api.nvim_win_get_height(...)", win) == 25
@@ -271,6 +272,26 @@ def test_position_and_size(nvim_factory, tmp_path, position):
         assert ed.lua("return vim.api.nvim_win_get_width(...)", win) == 25
     ed.nvim.command("Amp open")
     assert terminal_state(ed, "amp")["shown"] == 0
+
+
+def test_a_float_at_80x24_is_big_enough_for_the_real_amp_cli(nvim_factory, recording_service):
+    """The default size (0.4) of a float in an 80x24 editor was 32x8, where
+    the Amp CLI exits ("Terminal is too small"): a float is at least 80x20,
+    or the whole editor less its border, and the real CLI draws its prompt."""
+    if not AMP_BIN.exists():
+        pytest.fail(f"the Amp CLI is not installed: npm ci --prefix {CLI_FIXTURE}")
+    url, _ = recording_service
+    ed = nvim_factory(terminal={"cmd": {"amp": [str(AMP_BIN), "--hide-welcome", "--log-file", "amp-cli.log"]},
+                                "position": "float"},
+                      _extra_env=dict(NO_CI, AMP_URL=url, AMP_API_KEY="sk-offline-test", AMP_SKIP_UPDATE_CHECK="1"))
+    ed.nvim.command("set columns=80 lines=24")
+    ed.nvim.command("Amp open")
+    buf = terminal_state(ed, "amp")["buf"]
+    win = ed.lua("return vim.fn.bufwinid(...)", buf)
+    assert ed.lua("return { vim.api.nvim_win_get_width(...), vim.api.nvim_win_get_height(...) }",
+                  win) == [78, 20]
+    wait_for(lambda: prompt_lines(screen(ed, buf)), 40, "the CLI to draw its prompt")
+    assert terminal_state(ed, "amp")["running"], screen(ed, buf)
 
 
 def test_completion_lists_the_agents_found_on_path(nvim_factory, tmp_path):

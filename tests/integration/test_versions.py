@@ -271,6 +271,9 @@ def test_first_start_without_the_library_says_what_to_run_in_one_line(amp_env, t
         "silent messages",
         "redir END",
         f"lua vim.fn.writefile({{vim.inspect(require('amp').status())}}, {lua_string(str(out / 'status'))})",
+        f"redir! > {out}/status_line",
+        "Amp status",
+        "redir END",
         "checkhealth amp",
         f"write! {out}/health",
         "qa!",
@@ -284,8 +287,16 @@ def test_first_start_without_the_library_says_what_to_run_in_one_line(amp_env, t
     assert messages.count(messages[0]) == 2, messages  # setup() once, :Amp start once
     assert "stack traceback" not in proc.stderr, proc.stderr
     assert "running = false" in (out / "status").read_text()
+    # :Amp status: no version of a library that is not there ("vnil").
+    status_line = [l for l in (out / "status_line").read_text().splitlines() if l.strip()]
+    assert status_line == ["amp: not running, last error: the native library is not built yet: run :Amp build"], \
+        status_line
     health = (out / "health").read_text()
     assert "looked in" in health and "target/release/libamp_core.so" in health, health
+    # The Amp CLI's npm package is @ampcode/cli (it was @sourcegraph/amp).
+    assert "sourcegraph" not in health
+    if "amp (the Amp CLI) not found" in health:
+        assert "npm install -g @ampcode/cli" in health, health
     assert "cargo build --release" in health, health
 
 
