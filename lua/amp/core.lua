@@ -38,6 +38,13 @@ function M.setup(opts, config)
   H.create_autocmds()
   local _, load_err = native.load()
   if load_err then
+    if H.library_on_its_way() then
+      -- :Amp install / :Amp build runs (e.g. as a plugin manager's build
+      -- step, which would take an error line as its failure): it loads the
+      -- library and starts what setup() asked for when it is done.
+      H.last_error = load_err
+      return
+    end
     -- Without the library nothing else can work: one line saying what to
     -- run (:Amp build starts what setup() asked for once it is built).
     H.fail(load_err, true)
@@ -54,6 +61,13 @@ function M.setup(opts, config)
   elseif config.auto_start then
     H.start({ automatic = true })
   end
+end
+
+--- Whether :Amp install or :Amp build is running (both load the library
+--- and call after_build() when they are done).
+function H.library_on_its_way()
+  local install, build = package.loaded["amp.install"], package.loaded["amp.build"]
+  return (install ~= nil and install.running()) or (build ~= nil and build.running())
 end
 
 --- After `:Amp build` built the library: do what `setup()` could not do
