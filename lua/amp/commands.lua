@@ -57,7 +57,9 @@ function M.run(cmd)
   local name = cmd.fargs[1] or "status"
   local spec = M.commands[name]
   if not spec then
-    H.error(("amp: unknown subcommand %q. Valid subcommands: %s"):format(name, table.concat(M.names(), ", ")))
+    H.error(
+      ("amp: see :Amp <Tab> for the subcommands; there is no %q (%s)"):format(name, table.concat(M.names(), ", "))
+    )
     return
   end
   if name ~= "build" and name ~= "install" then
@@ -205,7 +207,9 @@ M.register("cli-plugin", {
         H.error(msg)
       end
     else
-      H.error(("amp: unknown cli-plugin action '%s' (use %s)"):format(action, table.concat(CLI_PLUGIN_ACTIONS, ", ")))
+      H.error(
+        ("amp: use %s: there is no cli-plugin action '%s'"):format(table.concat(CLI_PLUGIN_ACTIONS, ", "), action)
+      )
     end
   end,
 })
@@ -235,7 +239,7 @@ M.register("prompt", {
       text = table.concat(vim.api.nvim_buf_get_lines(0, args.line1 - 1, args.line2, false), "\n")
     end
     if text == "" then
-      H.error("amp: usage: :Amp prompt {text}, or :'<,'>Amp prompt for the selected lines")
+      H.error("amp: usage: :Amp prompt {text}, or :'<,'>Amp prompt for selected lines")
       return
     end
     require("amp.message").send_to_prompt(text)
@@ -269,7 +273,7 @@ M.register("buffer", {
   run = function()
     local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
     if text == "" then
-      H.error("amp: the buffer is empty")
+      H.error("amp: nothing to send: the buffer is empty")
       return
     end
     require("amp.message").send_to_prompt(text)
@@ -361,7 +365,9 @@ M.register("annotations", {
     elseif action == "open" then
       openctx.open()
     else
-      H.error(("amp: unknown annotations action '%s' (use %s)"):format(action, table.concat(ANNOTATION_ACTIONS, ", ")))
+      H.error(
+        ("amp: use %s: there is no annotations action '%s'"):format(table.concat(ANNOTATION_ACTIONS, ", "), action)
+      )
     end
   end,
 })
@@ -377,7 +383,7 @@ M.register("context", {
   desc = "send OpenCtx items matching a message to the agent",
   run = function(args)
     if args.text == "" then
-      H.error("amp: :Amp context needs a message")
+      H.error("amp: usage: :Amp context {message}")
       return
     end
     require("amp.openctx").context(args.text)
@@ -400,7 +406,7 @@ end
 function H.file_reference(buf, args)
   local name = require("amp.buffer").file_of(buf)
   if not name then
-    return nil, "amp: :Amp ref needs a buffer that is a file"
+    return nil, "amp: go to the buffer of a file first: :Amp ref needs one"
   end
   local path = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
   path = require("amp.compat").relpath(vim.fn.getcwd(), path) or path

@@ -172,7 +172,7 @@ function H.start(how)
   local opts = H.native_opts(config, version)
   local result, err = native.call("start", opts)
   if err or type(result) ~= "table" then
-    err = "amp: failed to start the server: " .. (err or "start() returned no port")
+    err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
     H.fail(err, how.automatic)
     return false, err
   end

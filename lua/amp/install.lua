@@ -136,7 +136,7 @@ function M.run(on_done)
     os.remove(sum_tmp)
     finish(message, false)
   end
-  require("amp.notify").notify(("amp: downloading %s ..."):format(name), vim.log.levels.INFO)
+  require("amp.notify").progress(("amp: downloading %s ..."):format(name))
   H.curl(url, tmp, M.max_library_bytes, function(code, stderr)
     if code == 22 and stderr:find("404", 1, true) then
       os.remove(tmp)
@@ -146,8 +146,8 @@ function M.run(on_done)
     end
     if code ~= 0 then
       return fail(
-        ("amp: nothing was changed: could not download %s: %s"):format(
-          url,
+        ("amp: check install.url or the network: could not download %s (%s); nothing was changed"):format(
+          name,
           H.curl_error(stderr, code, M.max_library_bytes)
         )
       )
@@ -205,9 +205,9 @@ function H.load_note()
   return err and "; it does not load (see :checkhealth amp)" or ""
 end
 
+-- (One line: build.run says what it does and why.)
 function H.build_instead(why, on_done)
-  require("amp.notify").notify(("amp: building with cargo instead: %s"):format(why), vim.log.levels.WARN)
-  require("amp.build").run(on_done)
+  require("amp.build").run(on_done, why)
 end
 
 --- Downloads `url` into the file `out` (curl, in the background), at most

@@ -81,9 +81,9 @@ function M.load()
   H.details = ("looked in %s"):format(table.concat(looked, ", "))
   if #failures > 0 then
     H.details = H.details .. "; failed to load: " .. table.concat(failures, "; ")
-    return nil, "amp: the native library failed to load (see :checkhealth amp); rebuild it with :Amp build"
+    return nil, "amp: run :Amp build (see :checkhealth amp): the native library failed to load"
   end
-  return nil, "amp: the native library is not built yet: run :Amp build"
+  return nil, "amp: run :Amp build or :Amp install: the native library is not built yet"
 end
 
 --- Why the loaded library is older than the plugin's code, or nil: its
@@ -99,7 +99,7 @@ function M.stale()
   local ok, res = pcall(H.module.version)
   local own = ok and type(res) == "string" and res or nil
   if version and own and own ~= version then
-    return ("the native library is v%s but the plugin is v%s: run :Amp install or :Amp build"):format(own, version)
+    return ("run :Amp install or :Amp build: the native library is v%s, the plugin v%s"):format(own, version)
   end
   if not vim.startswith(H.path, vim.fs.joinpath(root, "target")) then
     return nil
@@ -114,12 +114,12 @@ function M.stale()
   end
   for _, rel in ipairs({ "Cargo.toml", "Cargo.lock" }) do
     if newer(vim.fs.joinpath(root, rel)) then
-      return ("the native library is older than %s: run :Amp build"):format(rel)
+      return ("run :Amp build: the native library is older than %s"):format(rel)
     end
   end
   for name, kind in vim.fs.dir(vim.fs.joinpath(root, "src"), { depth = 4 }) do
     if kind == "file" and newer(vim.fs.joinpath(root, "src", name)) then
-      return ("the native library is older than src/%s: run :Amp build"):format(name)
+      return ("run :Amp build: the native library is older than src/%s"):format(name)
     end
   end
   return nil
@@ -152,8 +152,7 @@ function M.call(name, ...)
   end
   local fn = mod[name]
   if type(fn) ~= "function" then
-    return nil,
-      ("amp: the native library has no function %q: it is out of date; rebuild it with :Amp build"):format(name)
+    return nil, ("amp: run :Amp build: the native library is out of date (no function %q)"):format(name)
   end
   -- Native functions raise an error whose text is the whole message.
   local ok, res = pcall(fn, ...)

@@ -118,7 +118,7 @@ function H.unavailable()
     return "amp: OpenCtx is turned off (openctx.enabled = false)"
   end
   if #M.providers() == 0 or not M.enabled() then
-    return "amp: no OpenCtx providers are configured: add one to openctx.providers in require('amp').setup() (see :help amp-openctx)"
+    return "amp: add a provider to openctx.providers (:help amp-openctx): none is configured"
   end
 end
 

@@ -310,9 +310,10 @@ function H.warn_unattached(agent)
   if type(front) == "table" and front.enabled ~= false and front.port then
     return false
   end
+  local action = status.running and ("set agents.%s = true"):format(served) or "run :Amp start"
   local why = status.running and ("this Neovim serves no %s protocol"):format(served) or "the server is not running"
   require("amp.notify").notify(
-    ("amp: %s starts unattached: %s (see :help amp-terminal)"):format(agent, why),
+    ("amp: %s to attach %s: it starts unattached, %s"):format(action, agent, why),
     vim.log.levels.WARN
   )
   return true
@@ -342,7 +343,7 @@ function H.warn_shared_folder()
   if others > 0 then
     local who = others == 1 and "another editor serves" or ("%d other editors serve"):format(others)
     require("amp.notify").notify(
-      ("amp: %s this folder too: amp will not connect by itself (:help amp-terminal-amp)"):format(who),
+      ("amp: pick this Neovim in amp (ctrl+o, Connect to IDE): %s this folder too"):format(who),
       vim.log.levels.WARN
     )
   end

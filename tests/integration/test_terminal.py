@@ -158,8 +158,8 @@ def test_gemini_gets_the_port_of_the_gemini_front_end_when_there_is_one(nvim_fac
     ed.nvim.command("Amp open gemini")
     env = read_env(out)
     assert "GEMINI_CLI_IDE_SERVER_PORT" not in env, env
-    assert notes(ed) == ["amp: gemini starts unattached: this Neovim serves no gemini protocol "
-                         "(see :help amp-terminal)"], notes(ed)
+    assert notes(ed) == ["amp: set agents.gemini = true to attach gemini: it starts unattached, "
+                         "this Neovim serves no gemini protocol"], notes(ed)
 
 
 def test_gemini_terminal_attaches_to_the_gemini_front_end(nvim_factory, tmp_path):
@@ -209,8 +209,8 @@ def test_opening_amp_says_when_another_editor_serves_the_folder(nvim_factory, tm
     wait_for(lambda: ed.lua("return require('amp.terminal').get('amp') == nil"), 5, "the job to end")
     nvim_factory(_extra_env=NO_CI)  # another Neovim, same workspace
     ed.nvim.command("Amp open amp")
-    assert notes(ed) == ["amp: another editor serves this folder too: amp will not connect by itself "
-                         "(:help amp-terminal-amp)"], notes(ed)
+    assert notes(ed) == ["amp: pick this Neovim in amp (ctrl+o, Connect to IDE): another editor serves "
+                         "this folder too"], notes(ed)
 
 
 # ---------------------------------------------------------------- toggle, position, completion
