@@ -50,17 +50,22 @@ function M.setup(opts, config)
     H.fail(load_err, true)
     return
   end
-  H.mkdir(vim.fs.dirname(config.log_file))
-  native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
-  H.configure_openctx(config)
-
-  if M.is_running() then
+  local running = M.is_running()
+  if running or not config.auto_start then
+    -- (A server that starts now configures the log itself: start()
+    -- already does the same work, once, on the start-up path.)
+    H.mkdir(vim.fs.dirname(config.log_file))
+    native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
+  end
+  if running then
     if not vim.deep_equal(H.server_opts, H.server_part(config)) then
       M.restart()
     end
   elseif config.auto_start then
     H.start({ automatic = true })
   end
+  -- After the server: OpenCtx logs to the log the server configured.
+  H.configure_openctx(config)
 end
 
 --- Whether :Amp install or :Amp build is running (both load the library
@@ -312,7 +317,7 @@ end
 
 --- The options given to native `start` (see docs/architecture.md).
 function H.native_opts(config, version)
-  local v = vim.version()
+  local v = require("amp.version").nvim()
   local server = config.server
   H.mkdir(vim.fs.dirname(config.log_file))
   return {
@@ -483,6 +488,12 @@ function H.configure_openctx(config)
     return
   end
   H.openctx_opts = vim.deepcopy(config.openctx)
+  -- No provider and none running: nothing to start or stop, and the module
+  -- is not even loaded (it is not on the start-up path then).
+  local idle = not config.openctx.enabled or vim.tbl_isempty(config.openctx.providers or {})
+  if idle and not package.loaded["amp.openctx"] then
+    return
+  end
   local ok, err = require("amp.openctx").configure(config.openctx)
   if not ok then
     H.fail(err, true)
