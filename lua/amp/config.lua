@@ -375,6 +375,15 @@ function M.validate(config)
   return true, nil
 end
 
+--- A deep copy of an options table (metatables kept): vim.deepcopy's
+--- result for these tables, at a fraction of its cost.
+---@generic T
+---@param value T
+---@return T
+function M.copy(value)
+  return H.copy(value)
+end
+
 --- Options in `config` that amp.nvim-rs does not know (they are ignored).
 ---@param config table
 ---@return string[] names, e.g. { "server.prot" }

@@ -394,7 +394,7 @@ end
 
 -- The part of the configuration a running server depends on.
 function H.server_part(config)
-  return vim.deepcopy({
+  return require("amp.config").copy({
     server = config.server,
     agents = config.agents,
     selection = config.selection,
@@ -487,7 +487,7 @@ function H.configure_openctx(config)
   if vim.deep_equal(H.openctx_opts, config.openctx) then
     return
   end
-  H.openctx_opts = vim.deepcopy(config.openctx)
+  H.openctx_opts = require("amp.config").copy(config.openctx)
   -- No provider and none running: nothing to start or stop, and the module
   -- is not even loaded (it is not on the start-up path then).
   local idle = not config.openctx.enabled or vim.tbl_isempty(config.openctx.providers or {})

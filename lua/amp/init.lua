@@ -89,18 +89,24 @@ end
 
 --- Runs on a thread of its own (its own Lua state: no upvalues): maps the
 --- first library of `candidates` (one a line) under `root` that exists with
---- dlopen(`flags`), through LuaJIT's FFI.
+--- dlopen(`flags`), through LuaJIT's FFI, and makes its tokio runtime.
 local function map_library(root, candidates, flags)
   local ok, ffi = pcall(require, "ffi")
   if not ok then
     return
   end
-  pcall(ffi.cdef, "void *dlopen(const char *filename, int flags);")
+  pcall(ffi.cdef, "void *dlopen(const char *filename, int flags); void *dlsym(void *handle, const char *symbol);")
   for rel in candidates:gmatch("[^\n]+") do
     local f = io.open(root .. "/" .. rel, "rb")
     if f then
       f:close()
-      ffi.C.dlopen(root .. "/" .. rel, flags)
+      local lib = ffi.C.dlopen(root .. "/" .. rel, flags)
+      -- Its tokio runtime made here too (src/nvim/runtime.rs), when the
+      -- library has the function.
+      local prewarm = lib ~= nil and ffi.C.dlsym(lib, "amp_core_prewarm") or nil
+      if prewarm ~= nil then
+        ffi.cast("void (*)(void)", prewarm)()
+      end
       return
     end
   end

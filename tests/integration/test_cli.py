@@ -490,6 +490,37 @@ def test_setup_during_startup_starts_the_server_after_vimenter(nvim_factory, amp
         ed.shutdown()
 
 
+def test_the_library_is_mapped_and_its_runtime_made_off_the_main_thread(amp_env):
+    """setup() during start-up maps the library on a thread of its own (and
+    makes its tokio runtime there), so the main thread's load after VimEnter
+    finds it: seen from VimEnter, before the main thread loads anything, in
+    /proc/self/maps and the process's thread names."""
+    from conftest import Editor
+    probe = ("autocmd VimEnter * ++once lua "
+             "local lib = vim.fn.resolve(vim.fn.fnamemodify(vim.api.nvim_get_runtime_file('lua/amp/init.lua', false)[1], ':h:h:h')) "
+             ".. '/target/release/libamp_core.so'; "
+             "local mapped, threads = false, 0; "
+             "for _ = 1, 100 do "
+             "  mapped = io.open('/proc/self/maps'):read('*a'):find(lib, 1, true) ~= nil; "
+             "  threads = 0; "
+             "  for _, t in ipairs(vim.fn.glob('/proc/self/task/*/comm', 0, 1)) do "
+             "    if io.open(t):read('*l'):find('amp%-tokio') then threads = threads + 1 end end; "
+             "  if mapped and threads > 0 then break end; vim.uv.sleep(50) end; "
+             "vim.g.amp_at_enter = { loaded = package.loaded['amp.native'] ~= nil and require('amp.native').loaded(), "
+             "mapped = mapped, threads = threads }")
+    ed = Editor(amp_env, amp_env.workspace, {"auto_start": True}, None, plugin_before=probe)
+    try:
+        ed.wait_lockfile()
+        at_enter = ed.lua("return vim.g.amp_at_enter")
+        assert at_enter["loaded"] is False and at_enter["mapped"] is True and at_enter["threads"] >= 2, at_enter
+        # init.lua maps the same files, in the same order, as amp.native loads.
+        init = (REPO / "lua" / "amp" / "init.lua").read_text()
+        listed = re.search(r'local candidates = "(.*?)"\s*\.\. "(.*?)"', init, re.S)
+        assert (listed.group(1) + listed.group(2)).split("\\n") == ed.lua("return require('amp.native').candidates")
+    finally:
+        ed.shutdown()
+
+
 def test_an_api_call_before_vimenter_does_the_deferred_work_at_once(amp_env):
     from conftest import Editor
     probe = ("lua require('amp').setup({ auto_start = false }); "
