@@ -658,7 +658,7 @@ with open({str(out)!r}, "ab", buffering=0) as f:
     lock_path, _ = ed.wait_lockfile()
     record_notes(ed)
     # The same client under another name: no route.
-    ed.lua("vim.cmd.enew(); require('amp.compat').term_start({ ... }, {})", str(other), str(lock_path))
+    ed.lua("vim.cmd.enew(); require('amp.compat').term_start({ ... }, { cwd = vim.fn.getcwd() })", str(other), str(lock_path))
     wait_for(lambda: ed.lua("return require('amp').status().clients") == 1, 10, "the client to connect")
     ed.nvim.command("Amp prompt nobody types this")
     wait_for(lambda: notes(ed), 5, "the one line")
@@ -667,7 +667,7 @@ with open({str(out)!r}, "ab", buffering=0) as f:
     ed.lua("vim.fn.jobstop(vim.bo.channel)")
     wait_for(lambda: ed.lua("return require('amp').status().clients") == 0, 10, "the client to go")
     ed.lua("_G.amp_notes = {}")
-    ed.lua("vim.cmd.enew(); require('amp.compat').term_start({ ... }, {})", str(agent), str(lock_path))
+    ed.lua("vim.cmd.enew(); require('amp.compat').term_start({ ... }, { cwd = vim.fn.getcwd() })", str(agent), str(lock_path))
     wait_for(lambda: ed.lua("return require('amp').status().clients") == 1, 10, "the agent to connect")
     ed.nvim.command("wincmd p")
     ed.nvim.command("Amp prompt hello")
