@@ -1066,10 +1066,23 @@ def bench_startup(res: Results, runs: int, tmp: Path) -> None:
     t = statistics.median(own)
     res.add("6. plugin load at startup (own --startuptime entries)", f"{t:.3f} ms (median of {runs})",
             "<= 2 ms", t <= 2.0)
-    res.add("6. setup() wall incl. native library load and server start",
+    res.add("6. setup() wall on the start-up path (the library and the server come after VimEnter)",
             f"{statistics.median(setup_wall):.3f} ms (median of {runs})", "(reference)", None)
     res.note("startup entries (median self ms): " +
              ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in detail.items()))
+    # The main thread's own CPU time until the library and the server are
+    # up, the way benches/startuptime.py measures it (see there).
+    import startuptime
+    cache = tmp / "startup-loader-cache"
+    cache.mkdir(exist_ok=True)
+    base = [startuptime.one(startuptime.CONFIGS["on rtp, no setup()"], str(REPO), str(cache)) for _ in range(runs)]
+    full = [startuptime.one(startuptime.CONFIGS["defaults"], str(REPO), str(cache)) for _ in range(runs)]
+    after = (statistics.median(r["idle"] - r["vimenter"] for r in full)
+             - statistics.median(r["idle"] - r["vimenter"] for r in base))
+    before = statistics.median(r["plugin_file"] + r["setup"] for r in full)
+    total = before + after
+    res.add("6. main-thread CPU until the library and the server are up (plugin/amp.lua + setup() + after VimEnter)",
+            f"{total:.2f} ms ({before:.2f} + {after:.2f}; median of {runs})", "<= 1 ms", total <= 1.0)
 
 
 PROVIDER_MANY = REPO / "benches" / "providers" / "many.mjs"

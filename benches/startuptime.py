@@ -1,17 +1,34 @@
-"""What the plugin adds to Neovim's start-up, as `--startuptime` reports it.
+"""What the plugin costs Neovim's main thread at start-up, until the library
+is loaded and the server is up.
 
-    .venv/bin/python benches/startuptime.py [--runs 30] [--plugin DIR]
+    .venv/bin/python benches/startuptime.py [--runs 21] [--plugin DIR]
 
-Starts `nvim --headless -u init.lua` RUNS times each without the plugin,
-with it on the runtimepath only, with `require("amp").setup({})` (the
-defaults) and with `auto_start = false`, interleaved, each in a fresh
-HOME, and prints the median "NVIM STARTED" time of each (and the
-difference), the time init.lua took and the time setup() itself took. Each run quits 300 ms after start-up, so work deferred past
-start-up (the server) runs, but after the clock stopped, as a user sees it.
+Starts `nvim --headless -u init.lua` RUNS times for each configuration,
+interleaved, each in a fresh HOME: without the plugin, with it on the
+runtimepath only, with `require("amp").setup({})` (the defaults: the
+server starts), and the same with `vim.loader` (lazy.nvim turns it on;
+its byte-code cache warm, as in daily use). Each run quits 600 ms after
+VimEnter, once the server is up (checked).
+
+The main thread's own CPU time is read with clock_gettime(
+CLOCK_THREAD_CPUTIME_ID) through LuaJIT's FFI, so the plugin's threads
+(tokio, the log, the library's mapping) and other processes on the
+machine do not count. Printed, medians:
+
+  - "NVIM STARTED" (--startuptime) and its difference from no plugin;
+  - plugin/amp.lua: its sourcing's self time (--startuptime);
+  - setup(): the main thread's CPU time inside the call in init.lua;
+  - after VimEnter: the main thread's CPU time from VimEnter until 600 ms
+    later, less that of the same configuration without setup() (Neovim's
+    own idle work): the library's load, the options, the server's start,
+    the autocommands and the first events, in whatever slices they run;
+  - total: the three added up, the plugin's main-thread work until the
+    library and the server are up.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -21,71 +38,104 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 NVIM = os.environ.get("AMP_NVIM") or str(REPO / ".venv" / "bin" / "nvim")
 
+# The main thread's CPU clock, and a probe that records it at VimEnter and
+# 600 ms later (then quits).
+PROBE = """
+local ffi = require("ffi")
+pcall(ffi.cdef, "typedef struct { long tv_sec; long tv_nsec; } amp_bench_ts; int clock_gettime(int, amp_bench_ts *);")
+local function cpu_ms()
+  local t = ffi.new("amp_bench_ts")
+  ffi.C.clock_gettime(3, t) -- CLOCK_THREAD_CPUTIME_ID
+  return tonumber(t.tv_sec) * 1e3 + tonumber(t.tv_nsec) / 1e6
+end
+_G.amp_bench = { cpu_ms = cpu_ms }
+vim.api.nvim_create_autocmd("VimEnter", { callback = function()
+  _G.amp_bench.vimenter = cpu_ms()
+  vim.defer_fn(function()
+    _G.amp_bench.idle = cpu_ms()
+    _G.amp_bench.running = package.loaded["amp"] ~= nil and require("amp").is_running()
+    _G.amp_bench.cpu_ms = nil
+    local f = io.open(os.getenv("AMP_BENCH_OUT"), "w")
+    f:write(vim.json.encode(_G.amp_bench))
+    f:close()
+    vim.cmd("qa!")
+  end, 600)
+end })
+"""
 # The runtimepath is set as plugin managers do (not through vim.opt, whose
-# own cost is not the plugin's); `setup()` is timed inside Neovim too.
-RTP = "vim.o.runtimepath = {repo!r} .. ',' .. vim.o.runtimepath; "
-TIMED = ("local t0 = vim.uv.hrtime(); require('amp').setup({opts}); "
-         "local f = io.open(os.getenv('AMP_SETUP_MS'), 'w'); f:write((vim.uv.hrtime() - t0) / 1e6); f:close()")
-LOADER = "vim.loader.enable(); "
+# own cost is not the plugin's).
+RTP = "vim.o.runtimepath = {repo!r} .. ',' .. vim.o.runtimepath\n"
+SETUP = ("local t0 = _G.amp_bench.cpu_ms(); require('amp').setup({{}}); "
+         "_G.amp_bench.setup = _G.amp_bench.cpu_ms() - t0\n")
+LOADER = "vim.loader.enable()\n"
 CONFIGS = {
     "no plugin": "",
     "on rtp, no setup()": RTP,
-    "defaults": RTP + TIMED.replace("{opts}", "{{}}"),
-    "auto_start = false": RTP + TIMED.replace("{opts}", "{{ auto_start = false }}"),
-    # vim.loader (byte-code cache; lazy.nvim turns it on), its cache warm as
-    # in daily use: compared with "loader, no plugin".
-    "loader, no plugin": LOADER,
-    "loader, defaults": LOADER + RTP + TIMED.replace("{opts}", "{{}}"),
+    "defaults": RTP + SETUP,
+    "loader, on rtp": LOADER + RTP,
+    "loader, defaults": LOADER + RTP + SETUP,
 }
+# Each setup() configuration and its baseline (the same without setup()).
+BASELINE = {"defaults": "on rtp, no setup()", "loader, defaults": "loader, on rtp"}
 
 
-def one(body: str, repo: str, cache: str) -> tuple[float, float, float | None]:
-    """("NVIM STARTED" time, time spent sourcing init.lua, setup()'s own time), in ms."""
+def one(body: str, repo: str, cache: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         init = root / "init.lua"
-        init.write_text(body.format(repo=repo) + "\nvim.defer_fn(function() vim.cmd('qa!') end, 300)\n")
+        # vim.loader first (as lazy.nvim does), then the probe, then the config.
+        body = body.format(repo=repo)
+        init.write_text(LOADER + PROBE + body[len(LOADER):] if body.startswith(LOADER) else PROBE + body)
         log = root / "startup.log"
+        out = root / "out.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "NVIM", "AMP_", "VIM"))}
         env["HOME"] = str(root / "home")
+        env["AMP_BENCH_OUT"] = str(out)
         if body.startswith(LOADER):
             env["XDG_CACHE_HOME"] = cache  # kept across runs: a warm byte-code cache
-        setup_ms = root / "setup_ms"
-        env["AMP_SETUP_MS"] = str(setup_ms)
         subprocess.run([NVIM, "--headless", "-u", str(init), "--startuptime", str(log)],
                        env=env, cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30, check=False)
-        started = sourced = None
+        result = json.loads(out.read_text())
+        result["plugin_file"] = 0.0
         for line in log.read_text().splitlines():
             if "NVIM STARTED" in line:
-                started = float(line.split()[0])
-            elif line.endswith("sourcing " + str(init)):
-                sourced = float(line.split()[1])
-        if started is None or sourced is None:
-            raise RuntimeError(f"unexpected --startuptime output: {log.read_text()[-500:]}")
-        return started, sourced, float(setup_ms.read_text()) if setup_ms.exists() else None
+                result["started"] = float(line.split()[0])
+            elif line.endswith("plugin/amp.lua"):
+                result["plugin_file"] += float(line.split()[2].rstrip(":"))  # self time
+        return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--plugin", default=str(REPO), help="the plugin directory to measure")
     args = ap.parse_args()
-    times: dict[str, list[tuple[float, float, float | None]]] = {name: [] for name in CONFIGS}
+    runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
     with tempfile.TemporaryDirectory() as cache:
         for name, body in CONFIGS.items():  # warm the loader's cache
             one(body, args.plugin, cache)
         for _ in range(args.runs):
             for name, body in CONFIGS.items():
-                times[name].append(one(body, args.plugin, cache))
-    for name, values in times.items():
-        base = statistics.median(r[0] for r in times["loader, no plugin" if "loader" in name else "no plugin"])
-        med = statistics.median(r[0] for r in values)
-        init = statistics.median(r[1] for r in values)
-        setup = [r[2] for r in values if r[2] is not None]
-        own = f"; setup() {statistics.median(setup):5.2f} ms" if setup else ""
-        print(f"{name:20} NVIM STARTED median {med:6.2f} ms (+{med - base:5.2f});"
-              f" init.lua {init:5.2f} ms{own}; {len(values)} runs")
+                runs[name].append(one(body, args.plugin, cache))
+
+    def med(name: str, key) -> float:
+        return statistics.median(key(r) for r in runs[name])
+
+    for name in CONFIGS:
+        base = "loader, on rtp" if name.startswith("loader") else "no plugin"
+        started = med(name, lambda r: r["started"])
+        line = f"{name:20} NVIM STARTED {started:6.2f} ms (+{started - med(base, lambda r: r['started']):5.2f})"
+        if name in BASELINE:
+            not_up = sum(1 for r in runs[name] if not r["running"])
+            assert not_up == 0, f"{name}: the server was not up 600 ms after VimEnter in {not_up} runs"
+            plugin_file = med(name, lambda r: r["plugin_file"])
+            setup = med(name, lambda r: r["setup"])
+            after = med(name, lambda r: r["idle"] - r["vimenter"]) - med(BASELINE[name],
+                                                                          lambda r: r["idle"] - r["vimenter"])
+            line += (f"; main thread: plugin/amp.lua {plugin_file:4.2f} + setup() {setup:4.2f}"
+                     f" + after VimEnter {after:4.2f} = {plugin_file + setup + after:4.2f} ms")
+        print(line + f"; {len(runs[name])} runs")
 
 
 if __name__ == "__main__":

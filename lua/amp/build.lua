@@ -14,17 +14,22 @@ function M.running()
 end
 
 --- Starts the build. `on_done(ok, message)` is called on the main thread
---- when it ends (after the one-line message was shown).
+--- when it ends (after the one-line message was shown). `why`: why it
+--- builds (`:Amp install` falling back), said on the same line as what
+--- happens, so that one line is all there is (two lines in a row would
+--- stop Neovim at a hit-enter prompt).
 ---@param on_done? fun(ok: boolean, message: string)
+---@param why? string
 ---@return boolean started
-function M.run(on_done)
+function M.run(on_done, why)
+  local because = why and (" (" .. why .. ")") or ""
   if H.job then
-    vim.notify("amp: a build is already running", vim.log.levels.WARN)
+    H.notify("amp: wait for the :Amp build that is running: one runs at a time", vim.log.levels.WARN)
     return false
   end
   if vim.fn.executable("cargo") ~= 1 then
-    require("amp.compat").notify(
-      "amp: cargo not found on PATH: install Rust (https://rustup.rs), then run :Amp build",
+    H.notify(
+      "amp: install Rust (https://rustup.rs), then :Amp build: no cargo on PATH" .. because,
       vim.log.levels.ERROR
     )
     return false
@@ -33,7 +38,7 @@ function M.run(on_done)
   local root = native.root()
   local started = vim.uv.hrtime()
   local compiled, output, last_shown = 0, {}, 0
-  H.progress("amp: cargo build --release ...")
+  H.progress("amp: cargo build --release ..." .. because)
 
   local function on_output(_, data)
     if not data then
@@ -65,15 +70,14 @@ function M.run(on_done)
       H.job = nil
       local seconds = (vim.uv.hrtime() - started) / 1e9
       local ok, message = H.finish(result, output, seconds, native)
-      message = H.fit(message)
-      require("amp.compat").notify(message, ok and vim.log.levels.INFO or vim.log.levels.ERROR)
+      H.notify(message, ok and vim.log.levels.INFO or vim.log.levels.ERROR)
       if on_done then
         on_done(ok, message)
       end
     end)
   end)
   if not ok_spawn then
-    require("amp.compat").notify("amp: could not run cargo: " .. (tostring(job):gsub("\n.*", "")), vim.log.levels.ERROR)
+    H.notify("amp: check cargo: it could not be run: " .. (tostring(job):gsub("\n.*", "")), vim.log.levels.ERROR)
     return false
   end
   H.job = job
@@ -85,11 +89,11 @@ function H.finish(result, output, seconds, native)
   if result.code == 0 then
     if native.loaded() then
       -- The running library stays loaded (it cannot be swapped in place).
-      return true, ("amp: built the native library in %.1f s; restart Neovim to use it"):format(seconds)
+      return true, ("amp: restart Neovim to use the new library: built in %.1f s"):format(seconds)
     end
     local _, err = native.load()
     if err then
-      return false, ("amp: built in %.1f s, but the library does not load (see :checkhealth amp)"):format(seconds)
+      return false, ("amp: see :checkhealth amp: built in %.1f s, but the library does not load"):format(seconds)
     end
     return true, ("amp: built and loaded the native library in %.1f s"):format(seconds)
   end
@@ -102,20 +106,17 @@ function H.finish(result, output, seconds, native)
     end
   end
   return false,
-    ("amp: cargo build --release failed (exit %d%s)%s"):format(
+    ("amp: %scargo build --release failed (exit %d)%s"):format(
+      log and ("read " .. vim.fn.fnamemodify(log, ":~") .. ": ") or "",
       result.code,
-      log and (", output in " .. vim.fn.fnamemodify(log, ":~")) or "",
       first_error and (": " .. first_error) or ""
     )
 end
 
--- One screen line at most: a longer message stops Neovim at a hit-enter prompt.
-function H.fit(text)
-  local width = math.max(vim.o.columns - 12, 20)
-  if vim.fn.strdisplaywidth(text) > width then
-    text = vim.fn.strcharpart(text, 0, width - 3) .. "..."
-  end
-  return text
+-- One screen line (amp.notify cuts it to fit): a longer message stops
+-- Neovim at a hit-enter prompt.
+function H.notify(text, level)
+  require("amp.notify").notify(text, level)
 end
 
 -- The output of a failed build, next to the log file.
@@ -133,8 +134,7 @@ end
 
 -- Progress in the command line, not kept in :messages (no hit-enter prompt).
 function H.progress(text)
-  vim.api.nvim_echo({ { H.fit(text) } }, false, {})
-  vim.cmd.redraw()
+  require("amp.notify").progress(text)
 end
 
 return M

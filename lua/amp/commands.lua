@@ -57,7 +57,9 @@ function M.run(cmd)
   local name = cmd.fargs[1] or "status"
   local spec = M.commands[name]
   if not spec then
-    H.error(("amp: unknown subcommand %q. Valid subcommands: %s"):format(name, table.concat(M.names(), ", ")))
+    H.error(
+      ("amp: see :Amp <Tab> for the subcommands; there is no %q (%s)"):format(name, table.concat(M.names(), ", "))
+    )
     return
   end
   if name ~= "build" and name ~= "install" then
@@ -177,6 +179,9 @@ M.register("log", {
     end
     -- The name as one literal argument (no escaping, no expansion).
     vim.api.nvim_cmd({ cmd = "split", args = { path }, mods = args.smods, magic = { file = false } }, {})
+    -- The plugin's own buffer: never watched or reviewed as an agent's
+    -- change (lua/amp/buffer.lua; its path is one of the own files too).
+    require("amp.buffer").mark_own(vim.api.nvim_get_current_buf())
     -- The newest lines are the ones wanted.
     vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
   end,
@@ -202,7 +207,9 @@ M.register("cli-plugin", {
         H.error(msg)
       end
     else
-      H.error(("amp: unknown cli-plugin action '%s' (use %s)"):format(action, table.concat(CLI_PLUGIN_ACTIONS, ", ")))
+      H.error(
+        ("amp: use %s: there is no cli-plugin action '%s'"):format(table.concat(CLI_PLUGIN_ACTIONS, ", "), action)
+      )
     end
   end,
 })
@@ -232,7 +239,7 @@ M.register("prompt", {
       text = table.concat(vim.api.nvim_buf_get_lines(0, args.line1 - 1, args.line2, false), "\n")
     end
     if text == "" then
-      H.error("amp: usage: :Amp prompt {text}, or :'<,'>Amp prompt for the selected lines")
+      H.error("amp: usage: :Amp prompt {text}, or :'<,'>Amp prompt for selected lines")
       return
     end
     require("amp.message").send_to_prompt(text)
@@ -247,24 +254,17 @@ M.register("ref", {
       H.error(err)
       return
     end
-    -- An agent's terminal (:Amp open) gets the reference typed into its
-    -- prompt; Claude Code / OpenCode connected to this Neovim take an
-    -- at_mentioned instead (they show the reference themselves).
+    -- Claude Code / OpenCode connected to this Neovim take an at_mentioned
+    -- (they show the reference in their prompt themselves), unless the
+    -- text goes to another agent's :Amp open terminal. Otherwise the
+    -- reference is typed into the agent's prompt (amp.message).
     local terminal = package.loaded["amp.terminal"]
     local term = terminal and terminal.target()
-    if term then
-      local claude_like = term.agent == "claude" or term.agent == "opencode"
-      if not (claude_like and H.claude_mention(args) > 0) then
-        terminal.paste(term, ref .. " ", false)
-      end
+    local claude_like = not term or term.agent == "claude" or term.agent == "opencode"
+    if claude_like and H.claude_mention(args) > 0 then
       return
     end
-    -- Claude Code / OpenCode clients get an at_mentioned (0-based lines, end inclusive).
-    local reached = H.claude_mention(args)
-    local status = require("amp").status()
-    if reached == 0 or (tonumber(status.clients) or 0) > 0 then
-      require("amp.message").send_to_prompt(ref)
-    end
+    require("amp.message").send_reference(ref)
   end,
 })
 
@@ -273,7 +273,7 @@ M.register("buffer", {
   run = function()
     local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), "\n")
     if text == "" then
-      H.error("amp: the buffer is empty")
+      H.error("amp: nothing to send: the buffer is empty")
       return
     end
     require("amp.message").send_to_prompt(text)
@@ -282,15 +282,20 @@ M.register("buffer", {
 
 M.register("open", {
   desc = "open (or hide, or show again) an agent's CLI in a terminal attached to this Neovim",
-  complete = function(arglead)
-    return H.filter(require("amp.terminal").available(), arglead)
+  complete = function(arglead, words)
+    local terminal = require("amp.terminal")
+    if #words <= 1 then
+      return H.filter(terminal.available(), arglead)
+    end
+    return H.filter(terminal.suggested_args(words[2]), arglead)
   end,
   run = function(args)
-    if #args.fargs > 1 then
-      H.error("amp: usage: :Amp open [amp|claude|gemini|opencode]")
-      return
+    -- `:Amp open [agent] [args...]`; `:Amp open --continue` is the default agent's.
+    local agent, extra = args.fargs[1], vim.list_slice(args.fargs, 2)
+    if agent and agent:sub(1, 1) == "-" then
+      agent, extra = nil, args.fargs
     end
-    require("amp.terminal").toggle(args.fargs[1])
+    require("amp.terminal").toggle(agent, extra)
   end,
 })
 
@@ -358,7 +363,9 @@ M.register("annotations", {
     elseif action == "open" then
       openctx.open()
     else
-      H.error(("amp: unknown annotations action '%s' (use %s)"):format(action, table.concat(ANNOTATION_ACTIONS, ", ")))
+      H.error(
+        ("amp: use %s: there is no annotations action '%s'"):format(table.concat(ANNOTATION_ACTIONS, ", "), action)
+      )
     end
   end,
 })
@@ -374,7 +381,7 @@ M.register("context", {
   desc = "send OpenCtx items matching a message to the agent",
   run = function(args)
     if args.text == "" then
-      H.error("amp: :Amp context needs a message")
+      H.error("amp: usage: :Amp context {message}")
       return
     end
     require("amp.openctx").context(args.text)
@@ -383,10 +390,10 @@ M.register("context", {
 
 -- Helpers -------------------------------------------------------------------
 
--- Shows the error of an `ok, err` result.
-function H.report(ok, err)
+-- Shows the error of an `ok, err[, level]` result (an error unless `level` says otherwise).
+function H.report(ok, err, level)
   if not ok and err then
-    H.error(err)
+    require("amp.notify").notify(err, level or vim.log.levels.ERROR)
   end
 end
 
@@ -397,7 +404,7 @@ end
 function H.file_reference(buf, args)
   local name = require("amp.buffer").file_of(buf)
   if not name then
-    return nil, "amp: :Amp ref needs a buffer that is a file"
+    return nil, "amp: go to the buffer of a file first: :Amp ref needs one"
   end
   local path = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
   path = require("amp.compat").relpath(vim.fn.getcwd(), path) or path
@@ -463,10 +470,6 @@ end
 function H.status_text()
   local status = require("amp").status()
   local parts = { status.running and "amp: running" or "amp: not running" }
-  local waiting = require("amp.connection").waiting()
-  if waiting > 0 then
-    parts[#parts + 1] = ("%d message%s waiting for an agent"):format(waiting, waiting == 1 and "" or "s")
-  end
   if status.running then
     local served = 0
     for _, id in ipairs(require("amp.core").agent_ids(status)) do
@@ -483,12 +486,16 @@ function H.status_text()
   end
   local err = status.last_error
   if err ~= nil and err ~= vim.NIL then
-    parts[#parts + 1] = "last error: " .. tostring(err)
+    -- (The error is a message of its own: one "amp: " prefix is enough.)
+    parts[#parts + 1] = "last error: " .. tostring(err):gsub("^amp: ", "")
   end
   if status.running and status.workspace_folders and status.workspace_folders[1] then
     parts[#parts + 1] = vim.fn.fnamemodify(status.workspace_folders[1], ":~")
   end
-  parts[#parts + 1] = "v" .. tostring(status.version)
+  -- The library's version; none when it is not loaded.
+  if type(status.version) == "string" then
+    parts[#parts + 1] = "v" .. status.version
+  end
   return table.concat(parts, ", ")
 end
 

@@ -1,28 +1,22 @@
 --- Who is connected: one-line notices when an agent connects or goes away,
---- the statusline's cached text, and messages that wait for an agent.
+--- and the statusline's cached text.
 ---
 --- Fed by the server's User events (lua/amp/init.lua), the same for every
 --- agent: their `data` names the agent (`agent` = "amp", "claude", ...;
 --- `name` = "Amp", "Claude", ...). A connection counts as an agent once it
 --- has stayed open for `M.settle_ms`: the Amp CLI keeps its socket open,
 --- while a tool call of the diagnostics plugin (`:Amp cli-plugin`) opens
---- one for a single request; those come and go without a notice and never
---- receive waiting messages.
+--- one for a single request; those come and go without a notice.
 local M = {}
 local H = {}
 
 --- How long a connection must stay open to count as an agent (ms).
 M.settle_ms = 250
---- Messages that wait for an agent: at most this many, this many bytes.
-M.max_waiting = 16
-M.max_waiting_bytes = 256 * 1024
 
 H.running = false
 H.clients = {} ---@type table<integer, { state: "pending"|"agent", name: string }>
 H.agents = 0
 H.text = ""
-H.waiting = {} ---@type { name: string, message: string }[]
-H.waiting_bytes = 0
 
 ---@return string
 --- Recomputes the statusline's text (the count of unreviewed changes changed).
@@ -38,12 +32,6 @@ end
 ---@return integer
 function M.agents()
   return H.agents
-end
-
---- Number of messages waiting for an agent.
----@return integer
-function M.waiting()
-  return #H.waiting
 end
 
 --- A server User event (AmpServerStarted, AmpServerStopped,
@@ -114,7 +102,6 @@ function H.settled(id, announce)
     )
   end
   H.update()
-  H.flush()
 end
 
 function H.update()
@@ -177,55 +164,6 @@ function M.connected(agent)
     end
   end
   return n
-end
-
---- Keep a message for the next agent that connects. Returns false and
---- why when the queue is full.
----@param name string the notification ("userSentMessage" / "appendToPrompt")
----@param message string
----@return boolean ok
----@return string text what to tell the user
-function M.wait(name, message)
-  if #H.waiting >= M.max_waiting or H.waiting_bytes + #message > M.max_waiting_bytes then
-    return false,
-      ("amp: no agent is connected and %d messages already wait for one: this one was not kept (run `amp` in a terminal in this workspace)"):format(
-        #H.waiting
-      )
-  end
-  table.insert(H.waiting, { name = name, message = message })
-  H.waiting_bytes = H.waiting_bytes + #message
-  return true,
-    ("amp: no agent is connected yet: the message waits and is sent when one connects (%d waiting)"):format(#H.waiting)
-end
-
---- Drop the waiting messages; returns how many there were.
----@return integer
-function M.clear()
-  local n = #H.waiting
-  H.waiting, H.waiting_bytes = {}, 0
-  return n
-end
-
--- An agent is here: send what waited for it.
-function H.flush()
-  if #H.waiting == 0 then
-    return
-  end
-  local native = require("amp.native")
-  local sent = 0
-  while #H.waiting > 0 do
-    local item = H.waiting[1]
-    local reached = native.call("broadcast", item.name, { message = item.message })
-    if type(reached) ~= "number" or reached < 1 then
-      break
-    end
-    table.remove(H.waiting, 1)
-    H.waiting_bytes = H.waiting_bytes - #item.message
-    sent = sent + 1
-  end
-  if sent > 0 then
-    H.echo(("amp: sent %d waiting message%s to the agent"):format(sent, sent == 1 and "" or "s"))
-  end
 end
 
 -- One line of news (lua/amp/notify.lua).

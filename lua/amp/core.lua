@@ -28,26 +28,52 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
+  -- The log is the plugin's own file: never watched, reviewed or reported.
+  local log_dir = vim.fs.dirname(config.log_file)
+  require("amp.buffer").set_own_files({
+    config.log_file,
+    config.log_file .. ".1",
+    vim.fs.joinpath(log_dir, "amp-build.log"),
+  })
   H.create_autocmds()
   local _, load_err = native.load()
   if load_err then
+    if H.library_on_its_way() then
+      -- :Amp install / :Amp build runs (e.g. as a plugin manager's build
+      -- step, which would take an error line as its failure): it loads the
+      -- library and starts what setup() asked for when it is done.
+      H.last_error = load_err
+      return
+    end
     -- Without the library nothing else can work: one line saying what to
     -- run (:Amp build starts what setup() asked for once it is built).
     H.fail(load_err, true)
     return
   end
   H.map_review_key(config)
-  H.mkdir(vim.fs.dirname(config.log_file))
-  native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
-  H.configure_openctx(config)
-
-  if M.is_running() then
+  local running = M.is_running()
+  if running or not config.auto_start then
+    -- (A server that starts now configures the log itself: start()
+    -- already does the same work, once, on the start-up path.)
+    H.mkdir(vim.fs.dirname(config.log_file))
+    native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
+  end
+  if running then
     if not vim.deep_equal(H.server_opts, H.server_part(config)) then
       M.restart()
     end
   elseif config.auto_start then
     H.start({ automatic = true })
   end
+  -- After the server: OpenCtx logs to the log the server configured.
+  H.configure_openctx(config)
+end
+
+--- Whether :Amp install or :Amp build is running (both load the library
+--- and call after_build() when they are done).
+function H.library_on_its_way()
+  local install, build = package.loaded["amp.install"], package.loaded["amp.build"]
+  return (install ~= nil and install.running()) or (build ~= nil and build.running())
 end
 
 --- After `:Amp build` built the library: do what `setup()` could not do
@@ -152,7 +178,7 @@ function H.start(how)
   local opts = H.native_opts(config, version)
   local result, err = native.call("start", opts)
   if err or type(result) ~= "table" then
-    err = "amp: failed to start the server: " .. (err or "start() returned no port")
+    err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
     H.fail(err, how.automatic)
     return false, err
   end
@@ -191,12 +217,7 @@ function M.agent_env(status)
     for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
       -- The value before this plugin added to it (H.env_saved), so a
       -- restart does not add the loopback names twice.
-      local current = H.env_before(name)
-      if current and current:find("127.0.0.1", 1, true) then
-        env[name] = current
-      else
-        env[name] = (current and current ~= "" and (current .. ",") or "") .. "127.0.0.1,localhost"
-      end
+      env[name] = M.with_loopback(H.env_before(name))
     end
   end
   return env
@@ -215,6 +236,33 @@ function M.agent_ids(status)
     return a < b
   end)
   return ids
+end
+
+--- The loopback hosts an agent's requests to this Neovim go to: they must
+--- never go through an http proxy (Gemini's carry a bearer token).
+M.loopback_hosts = { "127.0.0.1", "localhost", "::1" }
+
+--- `no_proxy` with each of M.loopback_hosts as an entry of its own: the
+--- value is a comma-separated list, and only an exact entry counts
+--- (`127.0.0.10` or `my127.0.0.1.example` do not exempt 127.0.0.1). Entries
+--- already there are kept as they are, in their order.
+---@param current string|nil
+---@return string
+function M.with_loopback(current)
+  local entries, seen = {}, {}
+  for entry in (current or ""):gmatch("[^,]+") do
+    entry = vim.trim(entry)
+    if entry ~= "" then
+      entries[#entries + 1] = entry
+      seen[entry:lower()] = true
+    end
+  end
+  for _, host in ipairs(M.loopback_hosts) do
+    if not seen[host] then
+      entries[#entries + 1] = host
+    end
+  end
+  return table.concat(entries, ",")
 end
 
 --- Inside a container (`/.dockerenv`, `/run/.containerenv`) Gemini CLI dials
@@ -272,7 +320,7 @@ end
 
 --- The options given to native `start` (see docs/architecture.md).
 function H.native_opts(config, version)
-  local v = vim.version()
+  local v = require("amp.version").nvim()
   local server = config.server
   H.mkdir(vim.fs.dirname(config.log_file))
   return {
@@ -349,7 +397,7 @@ end
 
 -- The part of the configuration a running server depends on.
 function H.server_part(config)
-  return vim.deepcopy({
+  return require("amp.config").copy({
     server = config.server,
     agents = config.agents,
     selection = config.selection,
@@ -408,8 +456,8 @@ function H.create_autocmds()
     return
   end
   H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
-  -- Connection notices, the statusline's cache and messages waiting for
-  -- an agent (lua/amp/connection.lua, loaded on the first event).
+  -- Connection notices and the statusline's cache
+  -- (lua/amp/connection.lua, loaded on the first event).
   vim.api.nvim_create_autocmd("User", {
     group = H.augroup,
     pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },
@@ -458,7 +506,13 @@ function H.configure_openctx(config)
   if vim.deep_equal(H.openctx_opts, config.openctx) then
     return
   end
-  H.openctx_opts = vim.deepcopy(config.openctx)
+  H.openctx_opts = require("amp.config").copy(config.openctx)
+  -- No provider and none running: nothing to start or stop, and the module
+  -- is not even loaded (it is not on the start-up path then).
+  local idle = not config.openctx.enabled or vim.tbl_isempty(config.openctx.providers or {})
+  if idle and not package.loaded["amp.openctx"] then
+    return
+  end
   local ok, err = require("amp.openctx").configure(config.openctx)
   if not ok then
     H.fail(err, true)

@@ -49,18 +49,49 @@ local function current_file()
   local buf = vim.api.nvim_get_current_buf()
   local name = require("amp.buffer").file_of(buf)
   if not name then
-    return nil, "amp: the current buffer is not a file"
+    return nil, "amp: go to the buffer of a file first: the current buffer is not one"
   end
   return buf, name
+end
+
+--- The current buffer and its file when its file changed on disk while it
+--- had unsaved changes (b:amp_disk_conflict, set by the watcher); else
+--- nil and the one line that says there is nothing to settle.
+local function conflicted_file()
+  local buf, name = current_file()
+  if not buf then
+    return nil, name
+  end
+  local ok, conflict = pcall(vim.api.nvim_buf_get_var, buf, CONFLICT_VAR)
+  if not (ok and conflict == true) then
+    return nil,
+      ("amp: nothing to settle: %s did not change on disk while it had unsaved changes"):format(
+        vim.fn.fnamemodify(name, ":~:.")
+      ),
+      vim.log.levels.INFO
+  end
+  return buf, name
+end
+
+local function close_disk_views(name)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local b = vim.api.nvim_win_get_buf(win)
+    if vim.api.nvim_buf_get_name(b) == "amp://disk/" .. name then
+      pcall(vim.api.nvim_win_close, win, true)
+    end
+  end
+  pcall(vim.cmd, "diffoff!")
 end
 
 --- `:Amp diff`: the buffer against the file on disk, in a diff view. Take
 --- hunks with the usual `do`/`dp` (`:help copy-diffs`).
 function M.diff()
-  local buf, name = current_file()
+  local buf, name, level = conflicted_file()
   if not buf then
-    return false, name
+    return false, name, level
   end
+  -- One disk view at a time (a second one could not take its name).
+  close_disk_views(name)
   -- Without "b", readfile() drops the final newline's empty item and the
   -- '\r' of CRLF lines is stripped below, as a buffer shows them.
   local disk = vim.fn.readfile(name)
@@ -88,21 +119,11 @@ function M.diff()
   return true
 end
 
-local function close_disk_views(name)
-  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    local b = vim.api.nvim_win_get_buf(win)
-    if vim.api.nvim_buf_get_name(b) == "amp://disk/" .. name then
-      pcall(vim.api.nvim_win_close, win, true)
-    end
-  end
-  pcall(vim.cmd, "diffoff!")
-end
-
 --- `:Amp take`: replace the buffer with the disk's text (one undo step).
 function M.take(lib)
-  local buf, name = current_file()
+  local buf, name, level = conflicted_file()
   if not buf then
-    return false, name
+    return false, name, level
   end
   close_disk_views(name)
   local ok, err = pcall(lib.take_disk_version, name)
@@ -114,9 +135,9 @@ end
 
 --- `:Amp keep`: keep the buffer's text and write it over the disk's.
 function M.keep()
-  local buf, name = current_file()
+  local buf, name, level = conflicted_file()
   if not buf then
-    return false, name
+    return false, name, level
   end
   close_disk_views(name)
   vim.cmd("write!")

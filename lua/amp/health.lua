@@ -271,7 +271,7 @@ function H.check_amp_cli()
     health.ok("amp (the Amp CLI) found: " .. vim.fn.exepath("amp"))
   else
     health.warn("amp (the Amp CLI) not found on PATH", {
-      "install it (npm install -g @sourcegraph/amp) and run `amp` in a terminal inside your project",
+      "install it (npm install -g @ampcode/cli) and run `amp` in a terminal inside your project",
     })
   end
   local plugin = require("amp.cli_plugin")

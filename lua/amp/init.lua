@@ -67,11 +67,13 @@ function M.setup(opts)
     P.pending = { opts = opts }
     if not P.waiting then
       P.waiting = true
+      -- The library is mapped on a thread meanwhile.
+      P.preload()
       vim.api.nvim_create_autocmd("VimEnter", {
         once = true,
         desc = "amp: start after Neovim's start-up",
         callback = function()
-          vim.schedule(M.finish_setup)
+          vim.schedule(P.after_startup)
         end,
       })
     end
@@ -83,6 +85,86 @@ function M.setup(opts)
   end
   P.pending = { opts = opts, config = config }
   M.finish_setup()
+end
+
+--- Runs on a thread of its own (its own Lua state: no upvalues): maps the
+--- first library of `candidates` (one a line) under `root` that exists with
+--- dlopen(`flags`), through LuaJIT's FFI, and makes its tokio runtime.
+local function map_library(root, candidates, flags)
+  local ok, ffi = pcall(require, "ffi")
+  if not ok then
+    return
+  end
+  pcall(ffi.cdef, "void *dlopen(const char *filename, int flags); void *dlsym(void *handle, const char *symbol);")
+  for rel in candidates:gmatch("[^\n]+") do
+    local f = io.open(root .. "/" .. rel, "rb")
+    if f then
+      f:close()
+      local lib = ffi.C.dlopen(root .. "/" .. rel, flags)
+      -- Its tokio runtime made here too (src/nvim/runtime.rs), when the
+      -- library has the function.
+      local prewarm = lib ~= nil and ffi.C.dlsym(lib, "amp_core_prewarm") or nil
+      if prewarm ~= nil then
+        ffi.cast("void (*)(void)", prewarm)()
+      end
+      return
+    end
+  end
+end
+
+--- Maps the native library into the process on a thread while Neovim
+--- starts, so that its load after VimEnter (lua/amp/native.lua) finds it
+--- mapped and relocated: dlopen of the library is ~0.5-2 ms of the main
+--- thread otherwise. RTLD_NOW | RTLD_NODELETE: it is never unloaded anyway,
+--- and the thread's Lua state must not unmap it when it ends. Best effort:
+--- without LuaJIT's FFI, or on another system than Linux and macOS, the
+--- load does it all. (Here, not in amp.native: that module is not loaded
+--- before VimEnter.)
+function P.preload()
+  local flags = ({ Linux = 0x1002, OSX = 0x82 })[jit and jit.os or ""]
+  if not flags then
+    return
+  end
+  -- <root>/lua/amp/init.lua -> <root>, as amp.native finds it (string
+  -- patterns: vim.fs may not be loaded yet).
+  local source = debug.getinfo(1, "S").source:gsub("^@", "")
+  local root = (vim.uv.fs_realpath(source) or source):match("^(.*)/lua/amp/init%.lua$")
+  if not root then
+    return
+  end
+  -- The same files, in the same order, as amp.native's M.candidates.
+  local candidates = "target/release/libamp_core.so\ntarget/release/libamp_core.dylib\n"
+    .. "target/debug/libamp_core.so\nlua/amp_core.so"
+  pcall(vim.uv.new_thread, map_library, root, candidates, flags)
+end
+
+--- setup()'s deferred work after VimEnter, in slices that each yield to
+--- the event loop (a key typed meanwhile is handled between them): the
+--- options, then the library (its loader: luaopen), then the server. Any
+--- :Amp command or API call in between does the rest at once.
+function P.after_startup()
+  local pending = P.pending
+  if not pending then
+    return
+  end
+  if not pending.config then
+    local config, err = P.resolve(pending.opts)
+    if not config then
+      P.pending = nil
+      -- setup() ran during start-up: too late to raise, so said in one line.
+      require("amp.notify").notify(err, vim.log.levels.ERROR)
+      return
+    end
+    pending.config = config
+  end
+  vim.schedule(function()
+    if P.pending ~= pending then
+      return -- done meanwhile, or another setup()
+    end
+    -- (A failure is reported by core.setup, in the next slice.)
+    require("amp.native").load()
+    vim.schedule(M.finish_setup)
+  end)
 end
 
 --- `opts` merged and checked; a warning (unknown options) is shown.

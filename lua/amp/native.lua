@@ -10,7 +10,8 @@
 local M = {}
 local H = {}
 
--- Relative to the plugin root, in the order they are tried.
+-- Relative to the plugin root, in the order they are tried (lua/amp/init.lua
+-- has the same list, to map the library while Neovim starts).
 M.candidates = {
   "target/release/libamp_core.so",
   "target/release/libamp_core.dylib",
@@ -33,6 +34,10 @@ function M.root()
   end
   return H.root
 end
+
+--- How long after the library loaded it is compared with the plugin's
+--- sources (ms).
+M.stale_check_delay_ms = 2000
 
 --- Path of the loaded library, or nil when it is not loaded (yet).
 ---@return string|nil
@@ -65,8 +70,9 @@ function M.load()
         local ok, mod = pcall(loader)
         if ok and type(mod) == "table" then
           H.module, H.path = mod, path
-          -- After start-up: a few file stats, off Neovim's startup path.
-          vim.defer_fn(H.report_stale, 200)
+          -- Well after start-up (not part of it: the server does not need
+          -- it), and the file stats on a thread of their own.
+          vim.defer_fn(H.report_stale, M.stale_check_delay_ms)
           return mod, nil
         end
         err = ok and ("luaopen_amp_core returned %s"):format(type(mod)) or tostring(mod)
@@ -81,55 +87,101 @@ function M.load()
   H.details = ("looked in %s"):format(table.concat(looked, ", "))
   if #failures > 0 then
     H.details = H.details .. "; failed to load: " .. table.concat(failures, "; ")
-    return nil, "amp: the native library failed to load (see :checkhealth amp); rebuild it with :Amp build"
+    return nil, "amp: run :Amp build (see :checkhealth amp): the native library failed to load"
   end
-  return nil, "amp: the native library is not built yet: run :Amp build"
+  return nil, "amp: run :Amp build or :Amp install: the native library is not built yet"
+end
+
+--- Runs on a thread of its own (its own Lua state: no upvalues): what
+--- `stale()` needs from the disk, sent through `async`: Cargo.toml's
+--- version (or ""), then, for a library built in `target/`, the first of
+--- Cargo.toml, Cargo.lock and src/** newer than it (or "").
+local function scan_sources(async, root, library, in_target)
+  local uv = vim.uv or vim.loop
+  local text = ""
+  local f = io.open(root .. "/Cargo.toml", "rb")
+  if f then
+    text = f:read(65536) or ""
+    f:close()
+  end
+  local version = ("\n" .. text):match('\n%[package%][^%[]-\nversion%s*=%s*"([^"]+)"') or ""
+  local built = in_target == "1" and (uv.fs_stat(library) or {}).mtime
+  if not built then
+    async:send(version, "")
+    return
+  end
+  local function newer(path)
+    local st = uv.fs_stat(path)
+    return st and (st.mtime.sec > built.sec or (st.mtime.sec == built.sec and st.mtime.nsec > built.nsec))
+  end
+  for _, rel in ipairs({ "Cargo.toml", "Cargo.lock" }) do
+    if newer(root .. "/" .. rel) then
+      async:send(version, rel)
+      return
+    end
+  end
+  local function walk(dir, rel, depth)
+    local handle = uv.fs_scandir(dir)
+    while handle do
+      local name, kind = uv.fs_scandir_next(handle)
+      if not name then
+        break
+      end
+      local path, sub = dir .. "/" .. name, rel == "" and name or (rel .. "/" .. name)
+      if kind == "directory" and depth < 4 then
+        local found = walk(path, sub, depth + 1)
+        if found then
+          return found
+        end
+      elseif kind == "file" and newer(path) then
+        return "src/" .. sub
+      end
+    end
+    return nil
+  end
+  async:send(version, walk(root .. "/src", "", 1) or "")
 end
 
 --- Why the loaded library is older than the plugin's code, or nil: its
 --- version is not the plugin's (Cargo.toml), or, built in `target/`, a
---- source file is newer than it.
----@return string|nil
-function M.stale()
+--- source file is newer than it. `on_done(why)` on the main thread; the
+--- files are looked at on a worker thread (dozens of stats: not the main
+--- thread's work).
+---@param on_done fun(why: string|nil)
+function M.stale(on_done)
   if not H.module then
-    return nil
+    return on_done(nil)
   end
   local root = M.root()
-  local version = require("amp.install").version(root)
   local ok, res = pcall(H.module.version)
   local own = ok and type(res) == "string" and res or nil
-  if version and own and own ~= version then
-    return ("the native library is v%s but the plugin is v%s: run :Amp install or :Amp build"):format(own, version)
-  end
-  if not vim.startswith(H.path, vim.fs.joinpath(root, "target")) then
-    return nil
-  end
-  local built = (vim.uv.fs_stat(H.path) or {}).mtime
-  if not built then
-    return nil
-  end
-  local function newer(path)
-    local st = vim.uv.fs_stat(path)
-    return st and (st.mtime.sec > built.sec or (st.mtime.sec == built.sec and st.mtime.nsec > built.nsec))
-  end
-  for _, rel in ipairs({ "Cargo.toml", "Cargo.lock" }) do
-    if newer(vim.fs.joinpath(root, rel)) then
-      return ("the native library is older than %s: run :Amp build"):format(rel)
-    end
-  end
-  for name, kind in vim.fs.dir(vim.fs.joinpath(root, "src"), { depth = 4 }) do
-    if kind == "file" and newer(vim.fs.joinpath(root, "src", name)) then
-      return ("the native library is older than src/%s: run :Amp build"):format(name)
-    end
-  end
-  return nil
+  local in_target = vim.startswith(H.path, vim.fs.joinpath(root, "target")) and "1" or "0"
+  -- A thread of its own (not the libuv pool, whose four threads would be
+  -- started for this), which answers through an async handle.
+  local answer
+  answer = vim.uv.new_async(function(version, newer)
+    answer:close()
+    vim.schedule(function()
+      if version ~= "" and own and own ~= version then
+        return on_done(
+          ("run :Amp install or :Amp build: the native library is v%s, the plugin v%s"):format(own, version)
+        )
+      end
+      if newer ~= "" then
+        return on_done(("run :Amp build: the native library is older than %s"):format(newer))
+      end
+      on_done(nil)
+    end)
+  end)
+  vim.uv.new_thread(scan_sources, answer, root, H.path, in_target)
 end
 
 function H.report_stale()
-  local why = M.stale()
-  if why then
-    require("amp.notify").notify("amp: " .. why, vim.log.levels.WARN)
-  end
+  M.stale(function(why)
+    if why then
+      require("amp.notify").notify("amp: " .. why, vim.log.levels.WARN)
+    end
+  end)
 end
 
 --- Where the last failed `load()` looked for the library and why loading
@@ -152,8 +204,7 @@ function M.call(name, ...)
   end
   local fn = mod[name]
   if type(fn) ~= "function" then
-    return nil,
-      ("amp: the native library has no function %q: it is out of date; rebuild it with :Amp build"):format(name)
+    return nil, ("amp: run :Amp build: the native library is out of date (no function %q)"):format(name)
   end
   -- Native functions raise an error whose text is the whole message.
   local ok, res = pcall(fn, ...)

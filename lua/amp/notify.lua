@@ -81,4 +81,17 @@ function M.news(msg, tries)
   vim.api.nvim_echo({ { (M.one_line(msg)) } }, true, {})
 end
 
+--- A passing state ("downloading ..."): shown in the command line, cut to
+--- one line, not kept in :messages, and drawn at once, so that the line
+--- that follows replaces it instead of stacking under it (two lines in a
+--- row make a hit-enter prompt).
+---@param msg string
+function M.progress(msg)
+  local line = M.one_line(msg)
+  vim.api.nvim_echo({ { line } }, false, {})
+  if #vim.api.nvim_list_uis() > 0 then
+    vim.cmd.redraw()
+  end
+end
+
 return M

@@ -114,11 +114,13 @@ end
 
 --- Why OpenCtx cannot answer a command, or nil when it can.
 function H.unavailable()
-  if H.config and H.config.enabled == false then
+  -- (Never configured: setup() had no provider and did not load this module.)
+  local config = H.config or require("amp").get_config().openctx
+  if config.enabled == false then
     return "amp: OpenCtx is turned off (openctx.enabled = false)"
   end
   if #M.providers() == 0 or not M.enabled() then
-    return "amp: no OpenCtx providers are configured: add one to openctx.providers in require('amp').setup() (see :help amp-openctx)"
+    return "amp: add a provider to openctx.providers (:help amp-openctx): none is configured"
   end
 end
 

@@ -25,24 +25,57 @@ H.order = {}
 --- Open the agent's terminal, or hide it when it is shown, or show it
 --- again when hidden; a terminal whose job exited is started anew.
 ---@param agent? string default: `terminal.default`
+---@param args? string[] arguments added to the agent's command when it starts
 ---@return boolean ok
 ---@return string|nil err
-function M.toggle(agent)
+function M.toggle(agent, args)
   local config = require("amp").get_config().terminal
   agent = agent or config.default
+  args = args or {}
   if not vim.list_contains(M.agents, agent) then
-    return H.fail(("amp: unknown agent '%s' (use %s)"):format(agent, table.concat(M.agents, ", ")))
+    return H.fail(("amp: use one of %s; there is no agent '%s'"):format(table.concat(M.agents, ", "), agent))
   end
   local term = H.terms[agent]
   if term and H.alive(term) then
     local win = H.window_of(term.buf)
+    if #args > 0 then
+      -- Arguments are for a start: a running agent is shown, not restarted.
+      if not win then
+        H.show(term, config)
+      end
+      require("amp.notify").notify(
+        ("amp: exit %s first to start it with %s: it is running"):format(agent, table.concat(args, " ")),
+        vim.log.levels.WARN
+      )
+      return false, "running"
+    end
     if win then
       return H.hide(win)
     end
     H.show(term, config)
     return true, nil
   end
-  return H.start(agent, config, term)
+  return H.start(agent, config, term, args)
+end
+
+--- Arguments `:Amp open {agent}` completes after the agent: common ones of
+--- each CLI (any other argument is passed as well).
+M.args = {
+  amp = { "threads", "continue", "new", "--mode", "--no-ide" },
+  claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
+  gemini = { "--resume", "latest", "--model", "--approval-mode" },
+  opencode = { "--continue", "--session", "--model" },
+}
+
+--- Completion of `:Amp open {agent} ...`.
+---@param agent string
+---@return string[]
+function M.suggested_args(agent)
+  local config = require("amp").get_config().terminal
+  if agent and agent:sub(1, 1) == "-" then
+    agent = config.default
+  end
+  return M.args[agent] or {}
 end
 
 --- The agents whose command is executable (for completion).
@@ -83,15 +116,20 @@ end
 --- ESC[201~), so the agent takes it as pasted text, newlines included,
 --- and not as keys; `submit`: then Enter. An ESC[201~ inside the text
 --- would end the paste early (and the rest would be keys): it is removed.
+--- `on_settled()`, if given, runs once the Enter went too (what is typed
+--- next must come after it).
 ---@param term amp.Terminal
 ---@param text string
 ---@param submit boolean
+---@param on_settled? fun()
 ---@return boolean ok
 ---@return string|nil err
-function M.paste(term, text, submit)
+function M.paste(term, text, submit, on_settled)
+  on_settled = on_settled or function() end
   text = text:gsub("\27%[201~", ""):gsub("\r\n", "\r"):gsub("\n", "\r")
   local ok, err = pcall(vim.api.nvim_chan_send, term.job, "\27[200~" .. text .. "\27[201~")
   if not ok then
+    on_settled()
     return H.fail(("amp: could not type into the %s terminal: %s"):format(term.agent, err))
   end
   if submit then
@@ -100,10 +138,17 @@ function M.paste(term, text, submit)
       if H.alive(term) then
         pcall(vim.api.nvim_chan_send, term.job, "\r")
       end
+      on_settled()
     end, M.submit_delay_ms)
+  else
+    on_settled()
   end
   return true, nil
 end
+
+--- The smallest float `terminal.position = "float"` opens (columns, lines),
+--- when the editor has room for it.
+M.float_min = { width = 80, height = 20 }
 
 --- Delay between a paste and the Enter that submits it (ms).
 M.submit_delay_ms = 100
@@ -132,10 +177,10 @@ end
 
 -- Helpers -------------------------------------------------------------------
 
-function H.start(agent, config, old)
-  local cmd = config.cmd[agent]
+function H.start(agent, config, old, args)
+  local cmd = vim.list_extend(vim.deepcopy(config.cmd[agent]), args or {})
   if vim.fn.executable(cmd[1]) ~= 1 then
-    return H.fail(("amp: `%s` is not on PATH; set terminal.cmd.%s"):format(cmd[1], agent))
+    return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
   if not H.warn_unattached(agent) and agent == "amp" then
     H.warn_shared_folder()
@@ -215,7 +260,13 @@ function H.open_window(buf, config)
     return math.max(1, math.min(n, total))
   end
   if position == "float" then
-    local width, height = measure(vim.o.columns), measure(vim.o.lines - vim.o.cmdheight - 2)
+    -- Never smaller than M.float_min (an agent's TUI needs room: the Amp
+    -- CLI exits at 32x8 with "Terminal is too small"), unless the editor
+    -- itself is smaller; the border takes 2 columns and lines.
+    local room_w, room_h = vim.o.columns - 2, vim.o.lines - vim.o.cmdheight - 2
+    local width = math.max(measure(vim.o.columns), math.min(M.float_min.width, room_w))
+    local height = math.max(measure(room_h), math.min(M.float_min.height, room_h))
+    width, height = math.max(1, math.min(width, room_w)), math.max(1, math.min(height, room_h))
     return vim.api.nvim_open_win(buf, true, {
       relative = "editor",
       width = width,
@@ -259,9 +310,10 @@ function H.warn_unattached(agent)
   if type(front) == "table" and front.enabled ~= false and front.port then
     return false
   end
+  local action = status.running and ("set agents.%s = true"):format(served) or "run :Amp start"
   local why = status.running and ("this Neovim serves no %s protocol"):format(served) or "the server is not running"
   require("amp.notify").notify(
-    ("amp: %s starts unattached: %s (see :help amp-terminal)"):format(agent, why),
+    ("amp: %s to attach %s: it starts unattached, %s"):format(action, agent, why),
     vim.log.levels.WARN
   )
   return true
@@ -291,7 +343,7 @@ function H.warn_shared_folder()
   if others > 0 then
     local who = others == 1 and "another editor serves" or ("%d other editors serve"):format(others)
     require("amp.notify").notify(
-      ("amp: %s this folder too: amp will not connect by itself (:help amp-terminal-amp)"):format(who),
+      ("amp: pick this Neovim in amp (ctrl+o, Connect to IDE): %s this folder too"):format(who),
       vim.log.levels.WARN
     )
   end

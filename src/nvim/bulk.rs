@@ -15,7 +15,7 @@
 //! Those layouts, the `ObjectType` numbers and these functions' signatures
 //! are the same in Neovim 0.10.4, 0.11.4 and 0.12.4 (checked in their
 //! sources, and the integration tests run on each). On any other version
-//! (decided once, at load, from `vim.version()`), or with the environment
+//! (decided once, at load, with `has()`), or with the environment
 //! variable `AMP_NVIM_C_API=0`, every function here takes the slower path
 //! through `vim.api` instead: a Neovim whose C API changed must not be
 //! called with the wrong layout.
@@ -35,9 +35,14 @@ static C_API: AtomicBool = AtomicBool::new(false);
 /// Decides, once at load, whether the running Neovim's C API is one the
 /// layouts were checked against. Main thread only.
 pub fn init(lua: &mlua::Lua) {
-    // `vim.version` is a callable table, not a function.
-    let version = lua.load("local v = vim.version() return v.major, v.minor").eval::<(i64, i64)>();
-    let verified = matches!(version, Ok((0, minor)) if VERIFIED_MINORS.contains(&minor));
+    // has() and not `vim.version()`, which builds all of `api_info()` (about
+    // 1 ms of the start-up's main-thread budget).
+    let check = format!(
+        "return vim.fn.has('nvim-0.{}') == 1 and vim.fn.has('nvim-0.{}') == 0",
+        VERIFIED_MINORS.start(),
+        VERIFIED_MINORS.end() + 1
+    );
+    let verified = lua.load(check).eval::<bool>().unwrap_or(false);
     let allowed = std::env::var("AMP_NVIM_C_API").map_or(true, |v| v != "0");
     C_API.store(verified && allowed, Ordering::Relaxed);
 }

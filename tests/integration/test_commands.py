@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 
-from conftest import port_accepts
+from conftest import port_accepts, wait_for
 from context_helpers import (QUIET, WAIT, connect_recorder, events, feed, install_event_log,
                              wait_event, wait_nvim, write)
 
@@ -73,6 +73,7 @@ def test_amp_ref_sends_a_path_relative_to_the_cwd_with_lines(nvim_factory):
 
     m = rec.mark()
     ed.nvim.command("2,3Amp ref")
+    # (typed into a terminal it gets a space on each side; the protocol's is bare)
     rec.wait_payload("appendToPrompt", {"message": "@sub dir/ref file.txt#L2-L3"}, since=m)
 
     m = rec.mark()
@@ -93,33 +94,45 @@ def test_amp_buffer_sends_the_whole_buffer_as_it_is_now(nvim_factory):
     rec.wait_payload("appendToPrompt", {"message": "\n".join(["edited first line"] + LINES[1:])}, since=m)
 
 
-def test_message_api_returns_false_without_a_client(nvim_factory):
+def test_message_api_says_what_reached_nothing(nvim_factory):
+    """With no agent's terminal to type into, the API's callback gets false
+    and the one line shown; a protocol client still gets the notification
+    (and the line says so); nothing is kept for later."""
     ed = nvim_factory()
     send = """
-        local ok, reason = require("amp.message")[...]("from the api")
-        return { ok = ok, reason = reason == nil and vim.NIL or reason }
+        local fn = ...
+        _G.amp_result = nil
+        local ok, reason = require("amp.message")[fn]("from the api", function(ok, why)
+          _G.amp_result = { ok = ok, why = why == nil and vim.NIL or why }
+        end)
+        return { ok = ok == nil and vim.NIL or ok, reason = reason == nil and vim.NIL or reason }
     """
+
+    def result():
+        return wait_for(lambda: ed.lua("return _G.amp_result"), WAIT, "the send's result")
+
     for fn in ("send_message", "send_to_prompt"):
         r = ed.lua(send, fn)
-        assert r["ok"] is False, (fn, r)
-        assert isinstance(r["reason"], str) and r["reason"].strip(), (fn, r)
+        assert r == {"ok": None, "reason": None}, (fn, r)  # looking for the agent's terminal
+        assert result() == {"ok": False, "why": "amp: run :Amp open to start an agent: none is connected, "
+                                                "so nothing was sent"}, fn
 
     rec = ready_client(ed)
     m = rec.mark()
-    r = ed.lua(send, "send_message")
-    assert r == {"ok": True, "reason": None}, r
+    ed.lua(send, "send_message")
+    assert result() == {"ok": False, "why": "amp: run :Amp open to type into the agent: no terminal of it "
+                                            "found (userSentMessage sent to 1 client)"}
     rec.wait_payload("userSentMessage", {"message": "from the api"}, since=m)
-    r = ed.lua(send, "send_to_prompt")
-    assert r == {"ok": True, "reason": None}, r
+    ed.lua(send, "send_to_prompt")
+    assert result()["ok"] is False
     rec.wait_payload("appendToPrompt", {"message": "from the api"}, since=m)
 
-    rec.client.close()
-    deadline = time.monotonic() + WAIT
-    while status(ed).get("clients") != 0:
-        assert time.monotonic() < deadline, f"the client was not dropped: {status(ed)!r}"
-        time.sleep(0.05)
-    r = ed.lua(send, "send_message")
-    assert r["ok"] is False and isinstance(r["reason"], str), r
+    # An empty text, or no server: refused at once.
+    r = ed.lua("return { require('amp.message').send_message('  ') }")
+    assert r == [False, "amp: give the text to send: the message is empty"], r
+    ed.nvim.command("Amp stop")
+    r = ed.lua("return { require('amp.message').send_message('x') }")
+    assert r == [False, "amp: start the server with :Amp start, or run :Amp open: nothing is running"], r
 
 
 # ------------------------------------------------------- server lifecycle

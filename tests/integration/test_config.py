@@ -48,7 +48,8 @@ DEFAULTS = {
         "default": "amp",
         "position": "right",
         "size": 0.4,
-        "cmd": {"amp": ["amp"], "claude": ["claude"], "gemini": ["gemini"], "opencode": ["opencode"]},
+        "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
+                "opencode": ["opencode"]},
     },
     "openctx": {
         "enabled": True,
@@ -245,7 +246,8 @@ def test_a_value_with_a_newline_is_shown_on_one_line(ed):
 
 def test_the_first_invalid_option_is_named(ed):
     _, err, _ = resolve(ed, "{ server = { max_clients = 0 }, auto_start = 'no', bogus = 1 }")
-    assert err == 'amp: setup: auto_start must be a boolean, got "no"'
+    # (and the unknown option on the same line)
+    assert err == 'amp: setup: auto_start must be a boolean, got "no"; unknown: bogus'
 
 
 def test_setup_raises_the_message_and_keeps_the_previous_config(ed):
@@ -295,3 +297,18 @@ def test_setup_warns_once_about_unknown_options_and_applies_the_rest(ed):
     assert notes == [{"msg": "amp: setup: ignoring unknown option log_levle (see :help amp-config)",
                       "level": ed.lua("return vim.log.levels.WARN")}]
     assert ed.lua("return require('amp').get_config().server.max_clients") == 9
+
+
+def test_an_invalid_option_and_an_unknown_one_are_one_line(ed):
+    """A mistyped key beside an invalid value: both in the one error line
+    (a warning before it would be replaced by the error at once)."""
+    config, err, warning = resolve(ed, "{ servr = {}, server = { port = -1 } }")
+    assert config is None and warning is None
+    assert err == "amp: setup: server.port must be an integer between 0 and 65535, got -1; unknown: servr"
+    ed.lua("""
+        amp_notes = {}
+        vim.notify = function(msg, level) table.insert(amp_notes, { msg = msg, level = level }) end
+    """)
+    got = ed.lua("return { pcall(require('amp').setup, { log_levle = 'x', log_level = 'loud' }) }")
+    assert got[0] is False and got[1].endswith('got "loud"; unknown: log_levle'), got
+    assert ed.lua("return amp_notes") == []  # no warning to hide it

@@ -280,6 +280,31 @@ def test_amp_keep_writes_the_buffer_over_the_disk(ws):
     wait_event(ed, p, "reloaded", since=n_events)
 
 
+def test_diff_take_keep_without_a_conflict_say_so_and_do_nothing(ws):
+    """A buffer whose file did not change on disk under its unsaved
+    changes: :Amp diff opens no (identical) diff and leaves no window,
+    :Amp keep writes nothing, :Amp take loads nothing; each says in one
+    line that there is nothing to settle."""
+    ed = ws.ed
+    p = ws.open("calm.txt", BASE)
+    user_edit(ed, 0, "user's unsaved line")
+    mine = ed.buf_lines(p)
+    before = p.stat().st_mtime_ns
+    n = len(notes(ed))
+    wins = ed.lua("return #vim.api.nvim_tabpage_list_wins(0)")
+    bufs = ed.lua("return #vim.api.nvim_list_bufs()")
+    for cmd in ("Amp diff", "Amp keep", "Amp take"):
+        ed.nvim.command(cmd)
+    quiet(0.3)
+    assert [x["msg"] for x in notes(ed)[n:]] == [
+        "amp: nothing to settle: calm.txt did not change on disk while it had unsaved changes"] * 3
+    assert ed.lua("return #vim.api.nvim_tabpage_list_wins(0)") == wins
+    assert ed.lua("return #vim.api.nvim_list_bufs()") == bufs
+    assert ed.lua("return vim.wo.diff") is False
+    assert p.stat().st_mtime_ns == before and p.read_text() == BASE
+    assert ed.buf_lines(p) == mine and modified(ed)
+
+
 def test_plain_write_asks_before_overwriting_the_agents_text(ws):
     """Neovim still knows the old timestamp: `:write` warns and asks (W13-like
     "changed since reading it") instead of silently clobbering the disk."""

@@ -446,20 +446,53 @@ def percentile(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
+def type_keys_and_measure(ed, keys: int, first_line: int) -> list[float]:
+    """Sends ``keys`` times `j` (one way, 40 ms apart) and returns each key's
+    latency in ms: CursorMoved's time on the main thread (vim.uv.hrtime,
+    CLOCK_MONOTONIC) minus the time the key was sent (time.monotonic_ns, the
+    same clock), so the tokio side's load does not count."""
+    ed.lua("_G.amp_moves = {}")
+    sent = []
+    for _ in range(keys):
+        sent.append(time.monotonic_ns())
+        ed.nvim.request("nvim_input", "j", async_=True)  # one way: no round trip
+        time.sleep(0.04)
+    time.sleep(0.3)
+    moves = ed.lua("return _G.amp_moves")
+    latencies = []
+    for i, t0 in enumerate(sent):
+        want = first_line + i + 1  # 1-based line after key i
+        at = next((t for t, line in moves if line >= want), None)
+        assert at is not None, f"key {i} was never handled ({len(moves)} moves seen)"
+        latencies.append((at - t0) / 1e6)
+    return latencies
+
+
 def test_job_flood_does_not_starve_keystrokes(nvim_factory):
     """Two clients keep 64 getDiagnostics each in flight (each a few ms of
     main-thread work); keys typed meanwhile are still handled at once.
-    Measured on the main thread itself: CursorMoved's time (vim.uv.hrtime,
-    CLOCK_MONOTONIC) minus the time the key was sent (time.monotonic_ns, the
-    same clock), so the tokio side's load does not count."""
+
+    The bound is relative to figures of this run (the machine is shared and
+    its load varies): the same keys typed with no flood give the baseline,
+    and one request's main-thread cost gives the size of the queue. If the
+    bridge ran the queued jobs without yielding, a key would wait behind
+    most of the queue (128 requests: hundreds of ms); with jobs run a few ms
+    a turn it waits one slice. The test fails when p99 exceeds the baseline
+    by more than a quarter of the queue (and at least 40 ms): far from the
+    normal figure, crossed only by a real regression. The figure itself is
+    kept in scripts/bench (benches/RESULTS.md: p99 target 16 ms)."""
     ed = nvim_factory()
     noisy = ed.env.workspace / "noisy.txt"
     noisy.write_text("".join(f"line {i} with some text\n" for i in range(3000)))
     ed.edit(noisy)
     # 300 diagnostics: a getDiagnostics is a few ms of main-thread work.
     flood_diagnostics_and_log_moves(ed)
+    KEYS = 60
+    baseline = type_keys_and_measure(ed, KEYS, 1000)
+    base_p99 = percentile(baseline, 99)
+    ed.nvim.command("1000")
     flooders = [ed.connect() for _ in range(2)]
-    # One request's main-thread cost, for the record.
+    # One request's main-thread cost: the queue's size in time.
     t = time.monotonic()
     flooders[0].call("getDiagnostics", {"path": str(noisy)}, timeout=10)
     one = time.monotonic() - t
@@ -483,33 +516,23 @@ def test_job_flood_does_not_starve_keystrokes(nvim_factory):
     threads = [threading.Thread(target=flood, args=(c,), daemon=True) for c in flooders]
     for th in threads:
         th.start()
-    KEYS = 60
-    sent = []
     try:
         time.sleep(0.5)  # the queue is full
         before = answered["n"]
-        for i in range(KEYS):
-            sent.append(time.monotonic_ns())
-            ed.nvim.request("nvim_input", "j", async_=True)  # one way: no round trip
-            time.sleep(0.04)
-        time.sleep(0.3)
+        latencies = type_keys_and_measure(ed, KEYS, 1000)
         during = answered["n"] - before
     finally:
         stop.set()
         for th in threads:
             th.join(timeout=5)
-    moves = ed.lua("return _G.amp_moves")
-    latencies = []
-    for i, t0 in enumerate(sent):
-        want = 1000 + i + 1  # 1-based line after key i
-        at = next((t for t, line in moves if line >= want), None)
-        assert at is not None, f"key {i} was never handled ({len(moves)} moves seen)"
-        latencies.append((at - t0) / 1e6)
     p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
+    queue_ms = 128 * one * 1000
+    bound = base_p99 + max(40.0, queue_ms / 4)
     print(f"\nkeystroke -> CursorMoved on the main thread under a getDiagnostics flood ({one * 1000:.1f} ms per "
-          f"request alone, {during} answered while typing): p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies):.1f} ms")
+          f"request alone, {during} answered while typing): p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+          f"max {max(latencies):.1f} ms; with no flood p99 {base_p99:.1f} ms; bound {bound:.0f} ms")
     assert during > 50, "the flood did not run"
-    assert p99 < 40, f"keystrokes waited behind main-thread jobs: p99 {p99:.1f} ms"
+    assert p99 < bound, f"keystrokes waited behind main-thread jobs: p99 {p99:.1f} ms (bound {bound:.0f} ms)"
 
 
 # --------------------------------------------------------------------------

@@ -207,6 +207,20 @@ def test_doc_tags_is_up_to_date(tmp_path):
         "doc/tags is stale: run  nvim --headless -c 'helptags doc' -c q"
 
 
+def test_help_file_ends_with_its_modeline_and_fits_78_columns():
+    """|help-writing|: the modeline is the file's last line (Neovim reads
+    modelines only near the end), and no line is wider than 'textwidth' 78
+    (display cells, tabs at 8), so the help reads in an 80-column window."""
+    import unicodedata
+    lines = HELP.read_text("utf-8").rstrip("\n").split("\n")
+    assert re.fullmatch(r"\s*vim:tw=78:ts=8:ft=help:norl:", lines[-1]), lines[-3:]
+    assert sum(1 for l in lines if "vim:tw=78" in l) == 1
+    def width(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line.expandtabs(8))
+    wide = [(n, width(l), l) for n, l in enumerate(lines, 1) if width(l) > 78]
+    assert not wide, wide
+
+
 def test_every_help_tag_and_link_resolves(amp_env, tmp_path):
     tags, links = help_tags_and_links()
     assert "amp" in tags and "amp-config" in tags, tags
@@ -257,6 +271,9 @@ def test_first_start_without_the_library_says_what_to_run_in_one_line(amp_env, t
         "silent messages",
         "redir END",
         f"lua vim.fn.writefile({{vim.inspect(require('amp').status())}}, {lua_string(str(out / 'status'))})",
+        f"redir! > {out}/status_line",
+        "Amp status",
+        "redir END",
         "checkhealth amp",
         f"write! {out}/health",
         "qa!",
@@ -266,12 +283,22 @@ def test_first_start_without_the_library_says_what_to_run_in_one_line(amp_env, t
     messages = [l for l in (out / "messages").read_text().splitlines() if l.strip()]
     # setup() twice and :Amp start: the same single line each time it is
     # an explicit command, once for setup()'s automatic start.
-    assert messages and set(messages) == {"amp: the native library is not built yet: run :Amp build"}, messages
+    assert messages and set(messages) == {"amp: run :Amp build or :Amp install: the native library is not built yet"}, \
+        messages
     assert messages.count(messages[0]) == 2, messages  # setup() once, :Amp start once
     assert "stack traceback" not in proc.stderr, proc.stderr
     assert "running = false" in (out / "status").read_text()
+    # :Amp status: no version of a library that is not there ("vnil").
+    status_line = [l for l in (out / "status_line").read_text().splitlines() if l.strip()]
+    assert status_line == ["amp: not running, last error: run :Amp build or :Amp install: the native library is "
+                           "not built yet"], \
+        status_line
     health = (out / "health").read_text()
     assert "looked in" in health and "target/release/libamp_core.so" in health, health
+    # The Amp CLI's npm package is @ampcode/cli (it was @sourcegraph/amp).
+    assert "sourcegraph" not in health
+    if "amp (the Amp CLI) not found" in health:
+        assert "npm install -g @ampcode/cli" in health, health
     assert "cargo build --release" in health, health
 
 
@@ -293,6 +320,6 @@ def test_amp_build_runs_cargo_in_the_background_and_reports_in_one_line(nvim_fac
         time.sleep(0.2)
     assert not ed.lua("return require('amp.build').running()"), "cargo build took over 5 minutes"
     messages = [l for l in ed.messages().splitlines() if l.startswith("amp:")]
-    assert re.fullmatch(r"amp: built the native library in [\d.]+ s; restart Neovim to use it", messages[-1]), messages
+    assert re.fullmatch(r"amp: restart Neovim to use the new library: built in [\d.]+ s", messages[-1]), messages
     # The server kept running.
     ed.connect().ping()
