@@ -453,7 +453,7 @@ def test_the_plugins_own_log_is_never_an_agents_change(nvim_factory):
         time.sleep(0.4)
     wait_for(lambda: "a new line 2" in Path(log).read_text(), 5, "the log lines")
     time.sleep(1.0)  # the watcher's debounce and the review's bookkeeping
-    assert ed.lua("return require('amp').statusline()") == "amp: 1 agent"
+    assert ed.lua("return require('amp').statusline()") == "amp: 1 agent (Amp)"
     assert ed.lua("return package.loaded['amp.review'] and require('amp.review').count() or 0") == 0
     ed.nvim.command("Amp review")
     assert ed.lua("return vim.api.nvim_buf_get_name(0)") != log

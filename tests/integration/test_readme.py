@@ -199,7 +199,7 @@ def check_works(nv: Nvim, keys: bool) -> None:
     report = "\n".join(nvim.current.buffer[:])
     # ("- OK loaded", or "- ✅ OK loaded" from 0.11 on)
     assert "amp.nvim-rs: native library" in report and re.search(r"- (✅ )?OK loaded ", report), report
-    assert "listening on 127.0.0.1:" in report, report
+    assert "listening: amp on 127.0.0.1:" in report, report
     nvim.command("bwipeout!")
     if keys:
         assert "Amp status" in nvim.funcs.maparg("<leader>as", "n")

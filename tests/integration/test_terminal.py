@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from review_helpers import proposals
 from conftest import REPO, lua_literal, wait_for
 
 CLI_FIXTURE = REPO / "tests" / "fixtures" / "amp-cli"
@@ -389,11 +390,8 @@ def test_the_real_claude_opened_with_the_default_command_proposes_its_edits(nvim
         ed.nvim.command("Amp send capitalize upon")
 
         def review_open():
-            return ed.lua("""
-                for _, b in ipairs(vim.api.nvim_list_bufs()) do
-                  if vim.api.nvim_buf_get_name(b):find("(proposed by Claude)", 1, true) then return b end
-                end
-                return false""")
+            waiting = proposals(ed)
+            return len(waiting) == 1 and waiting[0]["agent"] == "Claude" and waiting[0]["rel"] == "story.txt"
         try:
             wait_for(review_open, 60, "Claude's edit as a review in Neovim")
         except AssertionError:

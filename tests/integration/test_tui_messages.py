@@ -184,7 +184,7 @@ require("amp").setup({{}})
         tui.command("Amp send explain this file to me in a few words please")
         tui.wait_last("amp: run :Amp open to start an agent")
         tui.command("Amp status")
-        tui.wait_last("amp: running on 127.0.0.1:")
+        tui.wait_last("amp: running, amp on :")
         tui.stays_clear()
     finally:
         tui.close()
