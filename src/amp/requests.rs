@@ -12,9 +12,10 @@ use super::connection::note_dialect;
 use super::json_text::JsonText;
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::Shared;
+use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
-use crate::core::file_ops::{io_message, special_kind, FileAccess};
+use crate::core::file_ops::FileAccess;
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 
 /// Answers one TEXT frame with the text of the response.
@@ -186,22 +187,16 @@ async fn open_uri(shared: &Shared, uri: &str) -> Result<Value, RpcError> {
                 Ok(p) => p,
                 Err(e) => return Ok(failure(format!("cannot open {uri}: {e}"))),
             };
-            // Checked here, off the main thread: opening a FIFO there would
-            // block Neovim until a writer comes (forever), and a device or a
-            // socket is nothing to edit. The target of a symlink decides.
-            match tokio::fs::metadata(&path).await {
-                Ok(meta) => {
-                    if let Some(kind) = special_kind(&meta.file_type()) {
-                        return Ok(failure(format!(
-                            "cannot open {}: it is {kind}; only regular files and directories are opened",
-                            path.display()
-                        )));
-                    }
-                }
-                Err(e) => return Ok(failure(io_message(&path, &e))),
-            }
+            // Checked here, off the main thread (`checked_file`): opening a
+            // FIFO there would block Neovim until a writer comes, a device
+            // or a procfs file can be endless. The target of a symlink decides.
+            let wanted = Wanted { directory_ok: true, read_through: true };
+            let checked = match checked_file::check(&path, shared.options.max_file_bytes, wanted).await {
+                Ok(checked) => checked,
+                Err(why) => return Ok(failure(why.message(&path, Use::Open))),
+            };
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
-            shared.editor.open_file(path, selection).await
+            shared.editor.open_file(checked, selection).await
         }
         Some("http" | "https") => shared.editor.open_url(uri.to_owned()).await,
         Some(other) => {

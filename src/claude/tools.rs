@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
 use crate::amp::context::RawSelection;
+use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::editor::{Editor, EditorError, TextToSelect};
 use crate::core::review::{Decision, Proposal};
 use crate::core::uri::path_to_file_uri;
@@ -21,6 +22,11 @@ pub struct Context<'a> {
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
 }
+
+/// The largest file `openFile` opens: the default of `edits.max_file_bytes`
+/// (the connection loop in `claude/server.rs` does not pass the option
+/// here yet; see NOTES-filesafety.md).
+const MAX_OPEN_BYTES: u64 = checked_file::DEFAULT_MAX_FILE_BYTES;
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
 pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
@@ -138,14 +144,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 }),
                 _ => None,
             };
-            // A FIFO or a device would block or flood the editor: only
-            // regular files and directories are opened (as Amp's openURI).
-            let meta =
-                tokio::fs::metadata(&path).await.map_err(|e| editor_error(format!("cannot open {shown}: {e}")))?;
-            if !meta.is_file() && !meta.is_dir() {
-                return Err(editor_error(format!("cannot open {shown}: not a regular file")));
-            }
-            answered(cx.editor.open_file(path, None).await)?;
+            // Checked off the main thread as Amp's openURI is
+            // (`checked_file`): a FIFO, a device or a procfs file would block
+            // or flood the editor.
+            let wanted = Wanted { directory_ok: true, read_through: true };
+            let checked = checked_file::check(&path, MAX_OPEN_BYTES, wanted)
+                .await
+                .map_err(|why| editor_error(why.message(&path, Use::Open)))?;
+            answered(cx.editor.open_file(checked, None).await)?;
             if let Some(select) = select {
                 // Not found: the file is shown, nothing is selected.
                 let _found = answered(cx.editor.select_text(select).await)?;

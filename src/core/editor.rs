@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::core::review::{Decision, Proposal};
 
 use super::buffer::{ApplyError, BufferText, FileStamp, FinalEol, WritePlan};
+use super::checked_file::CheckedPath;
 use super::edit::Hunk;
 use super::filetext::DiskText;
 use super::uri::LineSelection;
@@ -123,8 +124,10 @@ pub trait Editor: Send + Sync + 'static {
     fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>>;
 
     /// The text of the buffer for one of `paths`, the file loaded into a
-    /// (hidden) buffer first if none has it, so an edit can be undone there.
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText>;
+    /// (hidden) buffer first if none has it, so an edit can be undone there:
+    /// `file` (`paths[0]`, checked off the main thread) is loaded only if
+    /// it is still the file that was checked.
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText>;
 
     /// Applies `edit` as one undo step; the new changedtick.
     fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>>;
@@ -170,8 +173,9 @@ pub trait Editor: Send + Sync + 'static {
     /// under) one of `under`.
     fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Vec<RawDiagnostic>>;
 
-    /// Shows `path` (a file or a directory), the selection on it if given.
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()>;
+    /// Shows `path` (a file or a directory, checked off the main thread:
+    /// read only if it is still what was checked), the selection on it if given.
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()>;
 
     /// Opens an http(s) URL with the system's handler.
     fn open_url(&self, url: String) -> Pending<'_, ()>;

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, WritePlan};
+use super::checked_file::CheckedPath;
 use super::editor::{
     BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
 };
@@ -226,12 +227,13 @@ impl Editor for FakeEditor {
         self.answer_or_refuse(Call::LoadedText, |s| Ok(find(s, &paths).map(|b| text_of(b))))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText> {
         self.answer_or_refuse(Call::TextForEdit, |s| {
             if let Some(b) = find(s, &paths) {
                 return Ok(text_of(b));
             }
             // Loaded for the edit, as `:edit` reads it.
+            file.still_same()?;
             let bytes = std::fs::read(&paths[0]).map_err(|e| e.to_string())?;
             let disk = filetext::decode(&bytes, &filetext::ReadOptions::default()).map_err(|e| e.0)?;
             let format = BufferFormat {
@@ -334,8 +336,8 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
-        self.answer_or_refuse(Call::OpenFile(path, selection), |_| Ok(()))
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()> {
+        self.answer_or_refuse(Call::OpenFile(path.into_path(), selection), |_| Ok(()))
     }
 
     fn open_url(&self, url: String) -> Pending<'_, ()> {

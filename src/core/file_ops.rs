@@ -14,10 +14,11 @@
 
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
+use super::checked_file::{self, io_message, CheckedPath, Refused, Use, Wanted};
 use super::editor::{same_file_names, BufferEdit, Editor, EditorError, LoadedBuffers, WriteRequest};
 use super::filetext::{self, split_lines};
 use super::filewatch::FileWatch;
@@ -85,33 +86,32 @@ impl FileAccess<'_> {
 
     /// The text of `abs` as the agent should see it: its loaded buffer's
     /// (as `:w` would write it), else the file's as `:edit` would read it.
+    /// Either way only a regular file on a file system that holds data
+    /// (`checked_file`) is read, and at most `edits.max_file_bytes` of it.
     pub async fn read(&self, abs: &Path) -> Outcome<String> {
         let max = self.max_file_bytes;
-        let meta = tokio::fs::metadata(abs).await;
-        if let Some(why) = meta.as_ref().ok().and_then(|m| not_a_regular_file(abs, m)) {
-            return Ok(Err(why));
-        }
         let paths = self.names_of(abs).await;
-        // No buffer has it: the disk has the text, no need to wait for the editor.
-        let loaded = if self.loaded.maybe(&paths) {
-            match self.editor.loaded_text(paths).await {
-                Ok(loaded) => Ok(loaded),
-                Err(e) => Err(e.refusal()?),
-            }
-        } else {
-            Ok(None)
+        if !self.loaded.maybe(&paths) {
+            // No buffer has it: the disk has the text, no need to wait for the editor.
+            return Ok(read_from_disk(abs, max).await);
+        }
+        // A buffer's text is never read from a FIFO, device or procfs file.
+        let wanted = Wanted { directory_ok: false, read_through: false };
+        match checked_file::check(abs, max, wanted).await {
+            Err(why) if !why.is_not_found() => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
+            _ => {}
+        }
+        let loaded = match self.editor.loaded_text(paths).await {
+            Ok(loaded) => loaded,
+            Err(e) => return Ok(Err(e.refusal()?)),
         };
         Ok(match loaded {
-            Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
-                Err(too_big(abs, snapshot.joined.len() as u64, max))
+            Some(snapshot) if snapshot.joined.len() as u64 > max => {
+                let size = snapshot.joined.len() as u64;
+                Err(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit))
             }
-            Ok(Some(snapshot)) => Ok(snapshot.file_text()),
-            Ok(None) => match meta {
-                Ok(meta) if meta.len() > max => Err(too_big(abs, meta.len(), max)),
-                Ok(_) => read_from_disk(abs, max).await,
-                Err(e) => Err(io_message(abs, &e)),
-            },
-            Err(e) => Err(e),
+            Some(snapshot) => Ok(snapshot.file_text()),
+            None => read_from_disk(abs, max).await,
         })
     }
 
@@ -121,24 +121,21 @@ impl FileAccess<'_> {
     /// write.
     pub async fn edit(&self, abs: &Path, new_text: impl Fn(&BufferText) -> Result<String, String>) -> Outcome<Edited> {
         let max = self.max_file_bytes;
-        let meta = match tokio::fs::metadata(abs).await {
-            Ok(meta) => meta,
-            Err(e) => return Ok(Err(io_message(abs, &e))),
+        // Read through here, off the main thread: the editor loads the file
+        // into a buffer for the edit if none has it.
+        let wanted = Wanted { directory_ok: false, read_through: true };
+        let checked = match checked_file::check(abs, max, wanted).await {
+            Ok(checked) => checked,
+            Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
         };
-        if let Some(why) = not_a_regular_file(abs, &meta) {
-            return Ok(Err(why));
-        }
-        if meta.len() > max {
-            return Ok(Err(too_big(abs, meta.len(), max)));
-        }
-        if let Some(why) = not_writable(abs, &meta) {
+        if let Some(why) = not_writable(abs, checked.metadata()) {
             return Ok(Err(why));
         }
         let paths = self.names_of(abs).await;
         // What an editor killed mid-save left beside the file goes, written or not.
         let beside = abs.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
-        let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &paths, &new_text)).await;
+        let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &checked, &paths, &new_text)).await;
         edited.unwrap_or_else(|| {
             Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display())))
         })
@@ -147,10 +144,11 @@ impl FileAccess<'_> {
     async fn edit_once(
         &self,
         abs: &Path,
+        checked: &CheckedPath,
         paths: &[PathBuf],
         new_text: &impl Fn(&BufferText) -> Result<String, String>,
     ) -> Retry<Outcome<Edited>> {
-        match self.try_edit(abs, paths, new_text).await {
+        match self.try_edit(abs, checked, paths, new_text).await {
             Err(e) => Retry::Done(Err(e)),
             Ok(Err(Attempt::Changed)) => Retry::Changed,
             Ok(Err(Attempt::Refused(why))) => Retry::Done(Ok(Err(why))),
@@ -167,6 +165,7 @@ impl FileAccess<'_> {
     async fn try_edit(
         &self,
         abs: &Path,
+        checked: &CheckedPath,
         paths: &[PathBuf],
         new_text: &impl Fn(&BufferText) -> Result<String, String>,
     ) -> Result<Result<Edited, Attempt>, EditorError> {
@@ -178,7 +177,7 @@ impl FileAccess<'_> {
             Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
             Err(e) => return Ok(Err(Attempt::Refused(io_message(abs, &e)))),
         };
-        let snapshot = match self.editor.text_for_edit(paths.to_vec()).await {
+        let snapshot = match self.editor.text_for_edit(paths.to_vec(), checked.clone()).await {
             Ok(s) => s,
             Err(e) => return Ok(Err(Attempt::Refused(e.refusal()?))),
         };
@@ -192,7 +191,8 @@ impl FileAccess<'_> {
             Err(why) => return Ok(Err(Attempt::Refused(why))),
         };
         if new_text.len() as u64 > max {
-            return Ok(Err(Attempt::Refused(too_big(abs, new_text.len() as u64, max))));
+            let size = new_text.len() as u64;
+            return Ok(Err(Attempt::Refused(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit))));
         }
         let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
         let hunks = match snapshot.hunks_to(&new_lines) {
@@ -293,61 +293,13 @@ enum Attempt {
     Refused(String),
 }
 
-/// The file's text as `:edit` would read it, within `max` bytes and
-/// [`READ_TIMEOUT`].
+/// The file's text as `:edit` would read it, within `max` bytes
+/// (`checked_file::read`).
 async fn read_from_disk(abs: &Path, max: u64) -> Result<String, String> {
-    let bytes = match tokio::time::timeout(READ_TIMEOUT, fsutil::read_regular(abs.to_path_buf(), max)).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(io_message(abs, &e)),
-        Err(_) => return Err(format!("reading {} took too long", abs.display())),
-    };
+    let bytes = checked_file::read(abs, max).await.map_err(|why| why.message(abs, Use::ReadOrEdit))?;
     match filetext::decode(&bytes, &filetext::read_options()) {
         Ok(disk) => Ok(disk.written_text(false)),
         Err(why) => Err(format!("cannot read {} as text: {}", abs.display(), why.0)),
-    }
-}
-
-/// Refuses what is not a regular file before anything opens it: opening a
-/// FIFO blocks until a writer comes, a device can be endless.
-pub fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() { Some("a directory") } else { special_kind(&kind) };
-    what.map(|what| format!("{} is {what}: only regular files can be read or edited", path.display()))
-}
-
-/// What a file is when it is neither a regular file nor a directory.
-pub fn special_kind(kind: &std::fs::FileType) -> Option<&'static str> {
-    if kind.is_file() || kind.is_dir() {
-        None
-    } else if kind.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if kind.is_socket() {
-        Some("a socket")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else {
-        Some("not a regular file")
-    }
-}
-
-fn too_big(path: &Path, size: u64, max: u64) -> String {
-    format!(
-        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (edits.max_file_bytes)",
-        path.display()
-    )
-}
-
-/// How long reading one file may take before the request gives up.
-const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-pub fn io_message(path: &Path, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!("file not found: {}", path.display()),
-        std::io::ErrorKind::PermissionDenied => format!("permission denied: {}", path.display()),
-        _ if path.is_dir() => format!("{} is a directory", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
     }
 }
 

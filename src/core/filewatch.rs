@@ -197,10 +197,11 @@ async fn check(editor: &dyn Editor, path: &Path, known: &mut HashMap<PathBuf, Op
         }
         return;
     };
-    let bytes = match super::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
+    let bytes = match super::checked_file::read(path, MAX_RELOAD_BYTES).await {
         Ok(bytes) => bytes,
-        Err(e) => {
-            log::warn(format!("cannot read {} after it changed: {e}", path.display()));
+        Err(why) => {
+            let why = why.message(path, super::checked_file::Use::Reload);
+            log::warn(format!("not reloaded after it changed: {why}"));
             return;
         }
     };

@@ -3,6 +3,7 @@
 //! [`editor::Editor`] for Neovim.
 
 pub mod buffer;
+pub mod checked_file;
 pub mod edit;
 pub mod editor;
 #[cfg(test)]

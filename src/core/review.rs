@@ -64,21 +64,13 @@ pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
         return Ok(text.clone());
     }
     let path = &proposal.path;
-    match tokio::fs::metadata(path).await {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(format!("cannot review {}: {e}", path.display())),
-        Ok(meta) if !meta.is_file() => return Err(format!("cannot review {}: not a regular file", path.display())),
-        Ok(meta) if meta.len() > MAX_REVIEW_BYTES => {
-            return Err(format!(
-                "cannot review {}: {} bytes is more than a review shows ({MAX_REVIEW_BYTES})",
-                path.display(),
-                meta.len()
-            ))
-        }
-        Ok(_) => {}
+    // At most MAX_REVIEW_BYTES, and never a FIFO, device or procfs file
+    // (`/proc/self/pagemap` says 0 bytes and reads gigabytes).
+    match crate::core::checked_file::read(path, MAX_REVIEW_BYTES).await {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(why) if why.is_not_found() => Ok(String::new()),
+        Err(why) => Err(why.message(path, crate::core::checked_file::Use::Review)),
     }
-    let bytes = tokio::fs::read(path).await.map_err(|e| format!("cannot review {}: {e}", path.display()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

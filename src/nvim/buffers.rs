@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use super::{api_err, file_record, find_buffer, lua, lua_paths};
 use crate::core::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
+use crate::core::checked_file::CheckedPath;
 use crate::core::edit::Hunk;
 use crate::core::filetext::DiskText;
 use crate::core::filetext::{self, LineEnd};
@@ -19,7 +20,11 @@ pub fn loaded_text(paths: Vec<PathBuf>) -> Result<Option<BufferText>, String> {
 /// The text of the buffer for one of `paths`, loading the file into a (listed,
 /// hidden) buffer first if no buffer has it loaded, so the edit can be undone
 /// in the editor.
-pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
+pub fn text_for_edit(paths: Vec<PathBuf>, file: &CheckedPath) -> Result<BufferText, String> {
+    if find_buffer(&paths, true).is_none() {
+        // Neovim reads the file now: only the file checked off this thread.
+        file.still_same()?;
+    }
     let names = lua_paths(&paths).map_err(|e| api_err("paths", e))?;
     let buf: i32 = lua::helper("load_buffer", names).map_err(|e| api_err("loading the file", e))?;
     snapshot(buf)

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::bridge::{self, on_main, BridgeError};
 use super::{api_err, buffers, diagnostics, events, file_record, files, find_buffer, lua, open, path_from_lua, review};
 use crate::core::buffer::{ApplyError, BufferText, WritePlan};
+use crate::core::checked_file::CheckedPath;
 use crate::core::editor::{
     BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
 };
@@ -42,8 +43,8 @@ impl Editor for Neovim {
         main_or_refused(move || buffers::loaded_text(paths))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
-        main_or_refused(move || buffers::text_for_edit(paths))
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText> {
+        main_or_refused(move || buffers::text_for_edit(paths, &file))
     }
 
     fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
@@ -105,7 +106,7 @@ impl Editor for Neovim {
         main_or_refused(move || diagnostics::collect(under))
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()> {
         main_or_refused(move || open::open_path(path, selection))
     }
 
