@@ -294,6 +294,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn text_put_into_an_empty_file_ends_with_the_newline_neovim_writes() {
+        // Neovim reads an empty file with 'endofline' set, and its own :w of
+        // the same change writes "x\n": there was no final newline to take away.
+        let dir = TempDir::new("edit-empty");
+        let file = dir.0.join("empty.txt");
+        for records in [true, false] {
+            std::fs::write(&file, b"").unwrap();
+            let shared = server(Arc::new(FakeEditor::new(records)), &dir.0);
+            let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "x" })).await;
+            assert_eq!(got["success"], true, "{got}");
+            assert_eq!(std::fs::read(&file).unwrap(), b"x\n", "records: {records}");
+        }
+        // Taking a newline away is still the agent's to do.
+        let shared = server(Arc::new(FakeEditor::new(true)), &dir.0);
+        std::fs::write(&file, b"x\n").unwrap();
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "y" })).await;
+        assert_eq!(got["success"], true, "{got}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"y");
+    }
+
+    #[tokio::test]
     async fn edit_without_the_file_record_is_written_by_the_editor() {
         let dir = TempDir::new("edit-write");
         let file = dir.0.join("a.txt");

@@ -215,8 +215,11 @@ impl FileAccess<'_> {
             }
         }
         // The final end-of-line changes only when the agent's text changes
-        // it; otherwise :w treats it as it treats the user's own writes.
-        let final_eol = (!new_lines.is_empty() && new_final_eol != format.eol).then_some(new_final_eol);
+        // it; otherwise :w treats it as it treats the user's own writes. An
+        // empty buffer's text ("") has none to take away, whatever
+        // 'endofline' says (Neovim sets it when it reads an empty file).
+        let had_eol = format.eol && snapshot.line_count > 0;
+        let final_eol = (!new_lines.is_empty() && new_final_eol != had_eol).then_some(new_final_eol);
         let changed = !hunks.is_empty() || final_eol.is_some();
         if !changed && !modified {
             // Nothing to do: the file stays as it is, byte for byte.

@@ -118,10 +118,12 @@ function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
   local size = api.nvim_buf_get_offset(buf, count)
   if count == 1 and size <= 1 then
-    -- One empty line, or no line at all ("--No lines in buffer--"): only
-    -- line2byte() tells them apart.
+    -- One empty line, or no line at all ("--No lines in buffer--", which
+    -- :w writes as nothing): wordcount() reads the memline's ML_EMPTY flag.
+    -- line2byte() does not, once lines were deleted through the API (a
+    -- reload of a file truncated to nothing).
     if api.nvim_buf_call(buf, function()
-      return fn.line2byte(2) == -1
+      return fn.wordcount().bytes == 0
     end) then
       count = 0
     end
