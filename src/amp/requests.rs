@@ -110,13 +110,22 @@ async fn edit_file(shared: &Arc<Shared>, path: &str, edit: EditSpec) -> Result<V
     if shared.options.review_edit_file {
         return super::reviewed_edit::edit_file(shared, files(shared), &abs, edit).await;
     }
-    let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
-        EditSpec::Full(text) => Ok(text.clone()),
-        // Offsets into the text readFile answers.
-        EditSpec::Range { start, end, new_text } => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
-            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
+    // The agent's text is shared, never copied, by the edit's attempts and
+    // the lines it puts into the buffer.
+    let (full, range) = match edit {
+        EditSpec::Full(text) => (Some(Arc::new(text)), None),
+        EditSpec::Range { start, end, new_text } => (None, Some((start, end, new_text))),
     };
-    Ok(match files(shared).edit(&abs, new_text).await.map_err(editor_error)? {
+    let new_len = full.as_ref().map_or(0, |t| t.len()) + range.as_ref().map_or(0, |r| r.2.len());
+    let new_text = |snapshot: &crate::core::buffer::BufferText| match (&full, &range) {
+        (Some(text), _) => Ok(text.clone()),
+        // Offsets into the text readFile answers.
+        (None, Some((start, end, new_text))) => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
+            .map(Arc::new)
+            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
+        (None, None) => Err("no edit".to_owned()),
+    };
+    Ok(match files(shared).edit(&abs, new_len as u64, new_text).await.map_err(editor_error)? {
         Ok(edited) if !edited.written => {
             json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false })
         }
@@ -285,7 +294,7 @@ mod tests {
             (buffer.lines, buffer.format.line_end, buffer.modified),
             (vec!["one".into(), "TWO".into(), "three".into()], LineEnd::Dos, false)
         );
-        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::Apply, Call::Replace]);
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplySlice, Call::Replace]);
         // The same text again: nothing is written, the file keeps its bytes and mtime.
         let before = std::fs::metadata(&file).unwrap().modified().unwrap();
         let again = call(&shared, "editFile", json!({ "path": file, "fullContent": "one\r\nTWO\r\nthree\r\n" })).await;
@@ -324,7 +333,7 @@ mod tests {
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
         assert_eq!(got["success"], true, "{got}");
         assert_eq!(std::fs::read(&file).unwrap(), b"b\n");
-        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplyAndWrite]);
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplySlice, Call::WriteApplied]);
     }
 
     #[tokio::test]
@@ -337,7 +346,7 @@ mod tests {
         editor.type_meanwhile(2);
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
         assert_eq!(got["success"], true, "{got}");
-        assert_eq!(editor.calls().iter().filter(|c| **c == Call::Apply).count(), 3);
+        assert_eq!(editor.calls().iter().filter(|c| **c == Call::ApplySlice).count(), 3);
         editor.type_meanwhile(3);
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "c\n" })).await;
         assert_eq!(got["success"], false);
@@ -365,7 +374,7 @@ mod tests {
             assert!(got["message"].as_str().unwrap().contains("FIFO"), "{method}: {got}");
         }
         assert_eq!(std::fs::read(&file).unwrap(), b"a\n");
-        assert!(!editor.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite)));
+        assert!(!editor.calls().iter().any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied)));
     }
 
     #[tokio::test]

@@ -96,14 +96,14 @@ pub async fn edit_file(
             Reviewed::Refused(why) => return Ok(super::requests::failure(why)),
             Reviewed::Write { original, text } => (original, text),
         };
-    let final_text = text.clone();
+    let final_text = Arc::new(text.clone());
     let new_text = |snapshot: &crate::core::buffer::BufferText| {
         if snapshot.clone().file_text() != original {
             return Err(format!("{} changed during the review: nothing was written; read it again", abs.display()));
         }
         Ok(final_text.clone())
     };
-    Ok(match files.edit(abs, new_text).await.map_err(editor_error)? {
+    Ok(match files.edit(abs, text.len() as u64, new_text).await.map_err(editor_error)? {
         Ok(edited) => json!({
             "success": true,
             "message": format!("Edited {} (reviewed by the user; content is the text written)", abs.display()),

@@ -77,6 +77,23 @@ pub fn write_temp(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
     Ok(tmp)
 }
 
+/// A temp file beside `target` whose bytes `write` writes (buffered, so a
+/// big text is never copied whole), fsynced (see `reserve_temp`).
+pub fn write_temp_with(target: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<PathBuf> {
+    let (name, dir) = name_and_dir(target)?;
+    let (file, tmp) = create_temp(dir, &name, 0o600)?;
+    let written = (|| {
+        let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+        write(&mut out)?;
+        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
 fn name_and_dir(target: &Path) -> io::Result<(String, &Path)> {
     let name = target
         .file_name()

@@ -5,6 +5,8 @@
 pub mod buffer;
 pub mod checked_file;
 pub mod edit;
+pub mod edit_gate;
+pub mod edit_plan;
 pub mod editor;
 #[cfg(test)]
 pub mod fake_editor;
@@ -13,7 +15,9 @@ pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod rebase;
 pub mod review;
 pub mod selection;
+pub mod sliced_apply;
 pub mod text;
 pub mod uri;

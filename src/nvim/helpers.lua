@@ -195,6 +195,22 @@ function H.apply_begin(buf, tick, has_hunks)
   return true
 end
 
+--- Before a later slice of an edit (src/nvim/buffers.rs apply_slice): false
+--- when someone changed the buffer since `tick`; otherwise the slice joins
+--- the edit's undo step (Neovim closes undo steps while it waits for keys).
+function H.apply_continue(buf, tick)
+  if not api.nvim_buf_is_loaded(buf) then
+    error("the buffer was closed during the edit")
+  end
+  if api.nvim_buf_get_changedtick(buf) ~= tick then
+    return false
+  end
+  api.nvim_buf_call(buf, function()
+    pcall(vim.cmd, "undojoin")
+  end)
+  return true
+end
+
 --- After an edit's hunks were set (from Rust: src/editor/bulk.rs): the
 --- final end-of-line as the agent left it (nil: as it was); returns the new
 --- changedtick.
@@ -530,6 +546,14 @@ end
 
 function H.changedtick(buf)
   return api.nvim_buf_get_changedtick(buf)
+end
+
+--- The changedtick of a loaded buffer; nil when it is gone or unloaded.
+function H.loaded_changedtick(buf)
+  if api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf) then
+    return api.nvim_buf_get_changedtick(buf)
+  end
+  return nil
 end
 
 function H.global_option(name)
