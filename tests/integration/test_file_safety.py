@@ -11,7 +11,9 @@ fails) if it grows past a bound far above what a refusal costs.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import time
 
 import pytest
@@ -33,15 +35,35 @@ def _need_procfs():
         pytest.skip("no /proc/self/pagemap here")
 
 
-def watched(ed):
-    return RssWatchdog(ed.pid, limit=WATCHDOG)
+class Guarded:
+    """Watches Neovim's RSS while an agent's request runs (killing Neovim past
+    WATCHDOG of growth). When the request fails or gets no answer (Neovim
+    hangs reading the file), Neovim is killed at once, so that neither the
+    test nor its teardown waits on it."""
 
+    def __init__(self, ed):
+        self.ed = ed
+        self.growth = 0
 
-def finish(ed, watchdog):
-    growth = watchdog.stop()
-    assert not watchdog.killed, f"Neovim grew past {WATCHDOG // MIB} MiB and was killed"
-    responsive(ed, 2.0)
-    return growth
+    def __enter__(self):
+        self.watchdog = RssWatchdog(self.ed.pid, limit=WATCHDOG)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.growth = self.watchdog.stop()
+        if kind is not None or self.watchdog.killed:
+            try:
+                os.killpg(self.ed.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.ed.proc.wait(timeout=5)
+            if self.watchdog.killed:
+                raise AssertionError(f"Neovim grew past {WATCHDOG // MIB} MiB and was killed") from value
+            if kind is TimeoutError:
+                raise AssertionError("no answer within the time limit: Neovim hangs reading the file") from value
+            return False
+        responsive(self.ed, 2.0)
+        return False
 
 
 def test_amp_open_uri_read_and_edit_of_procfs_files_are_refused_at_once(nvim_factory):
@@ -50,17 +72,15 @@ def test_amp_open_uri_read_and_edit_of_procfs_files_are_refused_at_once(nvim_fac
     before = ed.lua("return vim.api.nvim_buf_get_name(0)")
     comm = f"/proc/{ed.pid}/comm"
     name = open(comm).read()
-    watchdog = watched(ed)
-    try:
+    with Guarded(ed) as guard:
         t = time.monotonic()
         opened = c.call("openURI", {"uri": file_uri(PAGEMAP)}, timeout=5)
         read = c.call("readFile", {"path": PAGEMAP}, timeout=5)
         # /proc/<nvim>/comm is writable by its owner: an edit would rename Neovim.
         edited = c.call("editFile", {"path": comm, "fullContent": "renamed\n"}, timeout=5)
         took = time.monotonic() - t
-    finally:
-        growth = finish(ed, watchdog)
-    print(f"\nopenURI/readFile/editFile of procfs files refused in {took * 1000:.0f} ms, RSS +{growth / MIB:.1f} MiB")
+    print(f"\nopenURI/readFile/editFile of procfs files refused in {took * 1000:.0f} ms, "
+          f"RSS +{guard.growth / MIB:.1f} MiB")
     assert opened["success"] is False and "procfs" in opened["message"], opened
     assert opened["message"].startswith(f"cannot open {PAGEMAP}: "), opened
     assert read["success"] is False and "procfs" in read["message"], read
@@ -87,11 +107,12 @@ def test_amp_open_uri_refuses_a_symlink_to_pagemap_and_a_fifo_then_opens_a_file(
     link.symlink_to(PAGEMAP)
     fifo = ws / "pipe.txt"
     os.mkfifo(fifo)
-    for path, what in ((link, "procfs"), (fifo, "FIFO")):
-        r = c.call("openURI", {"uri": file_uri(path)}, timeout=5)
-        assert r["success"] is False and what in r["message"], r
-        r = c.call("readFile", {"path": str(path)}, timeout=5)
-        assert r["success"] is False and what in r["message"], r
+    with Guarded(ed):
+        for path, what in ((link, "procfs"), (fifo, "FIFO")):
+            r = c.call("openURI", {"uri": file_uri(path)}, timeout=5)
+            assert r["success"] is False and what in r["message"], r
+            r = c.call("readFile", {"path": str(path)}, timeout=5)
+            assert r["success"] is False and what in r["message"], r
     plain = ws / "plain.txt"
     plain.write_text("plain\n")
     assert c.call("openURI", {"uri": file_uri(plain)})["success"] is True
@@ -121,17 +142,15 @@ def test_claude_open_file_and_open_diff_of_pagemap_are_refused(nvim_factory):
     c = Mcp(status["port"], lock["authToken"])
     handshake(c)
     before = ed.lua("return vim.api.nvim_buf_get_name(0)")
-    watchdog = watched(ed)
-    try:
+    with Guarded(ed) as guard:
         t = time.monotonic()
         opened = c.request("tools/call", {"name": "openFile", "arguments": {"filePath": PAGEMAP}}, timeout=5)
         diff = c.request("tools/call", {"name": "openDiff", "arguments": {
             "old_file_path": PAGEMAP, "new_file_path": PAGEMAP, "new_file_contents": "x\n",
             "tab_name": "pagemap"}}, timeout=5)
         took = time.monotonic() - t
-    finally:
-        growth = finish(ed, watchdog)
-    print(f"\nClaude openFile/openDiff of {PAGEMAP} refused in {took * 1000:.0f} ms, RSS +{growth / MIB:.1f} MiB")
+    print(f"\nClaude openFile/openDiff of {PAGEMAP} refused in {took * 1000:.0f} ms, "
+          f"RSS +{guard.growth / MIB:.1f} MiB")
     for reply in (opened, diff):
         assert "error" in reply, reply
         assert "procfs" in reply["error"]["message"] and "\n" not in reply["error"]["message"], reply
@@ -147,16 +166,13 @@ def test_gemini_open_diff_of_pagemap_is_rejected_without_reading_it(nvim_factory
     ed = gemini_start(nvim_factory, amp_env)
     c, _, _ = open_session(ed)
     events = Events(c)
-    watchdog = watched(ed)
-    try:
+    with Guarded(ed) as guard:
         t = time.monotonic()
         answer = c.tool("openDiff", {"filePath": PAGEMAP, "newContent": "x\n"})
         assert answer["result"] == {"content": []}, answer
         rejected = events.wait("ide/diffRejected", timeout=5)
         took = time.monotonic() - t
-    finally:
-        growth = finish(ed, watchdog)
-    print(f"\nGemini openDiff of {PAGEMAP} rejected in {took * 1000:.0f} ms, RSS +{growth / MIB:.1f} MiB")
+    print(f"\nGemini openDiff of {PAGEMAP} rejected in {took * 1000:.0f} ms, RSS +{guard.growth / MIB:.1f} MiB")
     assert rejected == {"filePath": PAGEMAP}
     assert ed.lua("return #vim.api.nvim_list_tabpages()") == 1
     assert took < 3.0
@@ -180,7 +196,6 @@ def test_a_review_reads_its_original_up_to_the_cap_and_refuses_one_byte_more(nvi
     at = ed.env.workspace / "at.txt"
     at.write_bytes(b"x" * (cap - 1) + b"\n")
     c.next_id += 1
-    import json
     c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call", "params": {
         "name": "openDiff", "arguments": {"old_file_path": str(at), "new_file_path": str(at),
                                           "new_file_contents": "x\n", "tab_name": "at"}}}))
