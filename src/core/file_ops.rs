@@ -97,7 +97,8 @@ impl FileAccess<'_> {
         let paths = self.names_of(abs).await;
         if !self.loaded.maybe(&paths) {
             // No buffer has it: the disk has the text, no need to wait for the editor.
-            let _work = edit_gate::work(max).await;
+            let size = tokio::fs::metadata(abs).await.map_or(0, |m| m.len().min(max));
+            let _work = edit_gate::work(size).await;
             return Ok(read_from_disk(abs, max).await);
         }
         // A buffer's text is never read from a FIFO, device or procfs file.
@@ -170,6 +171,10 @@ impl FileAccess<'_> {
         work: u64,
         new_text: &impl Fn(&BufferText) -> Result<Arc<String>, String>,
     ) -> Retry<Outcome<Edited>> {
+        // A write by someone else that the watcher has not taken in yet: take
+        // it in first (or learn that it conflicts with unsaved changes). Not
+        // while holding a share of the work budget: a reload needs one too.
+        self.watch.settle(paths).await;
         let _work = edit_gate::work(work).await;
         match self.try_edit(abs, checked, paths, new_text).await {
             Err(e) => Retry::Done(Err(e)),
@@ -194,9 +199,6 @@ impl FileAccess<'_> {
     ) -> Result<Result<Edited, Attempt>, EditorError> {
         let max = self.max_file_bytes;
         let refuse = |why: String| Ok(Err(Attempt::Refused(why)));
-        // A write by someone else that the watcher has not taken in yet: take
-        // it in first (or learn that it conflicts with unsaved changes).
-        self.watch.settle(paths).await;
         let stamp: FileStamp = match tokio::fs::metadata(abs).await {
             Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
             Err(e) => return refuse(io_message(abs, &e)),

@@ -1,7 +1,7 @@
-//! Big data through the C API: a whole buffer's text in one pass, for
-//! `readFile` and `editFile` of big buffers, lines set from Rust strings
-//! (an edit's hunks), and a big string into a buffer variable (the OpenCtx
-//! annotations' list).
+//! Big data through the C API: a buffer's text a few thousand lines at a
+//! time (the slices of a snapshot for `readFile` and `editFile` of big
+//! buffers), lines set from Rust strings (an edit's replacements), and a
+//! big string into a buffer variable (the OpenCtx annotations' list).
 //!
 //! Through Lua, `nvim_buf_get_lines` makes a Lua string per line and
 //! `table.concat` copies them all again (about 35 ms for 20 MB). Calling the

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from filewatch_helpers import agent_write, fw_events, install_probes
 from resilience_helpers import OP_TEXT, RawWs, frame
 from test_hardening import RssWatchdog, responsive
 
@@ -198,3 +199,31 @@ def test_a_read_during_a_sliced_edit_sees_the_old_text_or_the_new(nvim_factory):
     assert writer.recv_response(id, timeout=60)["editFile"]["success"] is True
     assert "mixed" not in seen, seen
     assert reader.call("readFile", {"path": str(target)})["content"] == new
+
+
+def test_an_edit_that_first_takes_in_an_outside_change_of_a_big_file_does_not_wait_on_itself(nvim_factory):
+    """The edit settles an outside change the watcher has not taken in yet
+    (a reload, which needs a share of the edit work budget too) before it
+    takes its own share: holding it while waiting for the reload would wait
+    forever."""
+    ed = nvim_factory(watch={"debounce_ms": 3000})
+    install_probes(ed)
+    c = ed.connect()
+    target = ed.env.workspace / "big.txt"
+    row = "y" * 79 + "\n"
+    lines = 20 * MIB // len(row)
+    target.write_text(row * lines)
+    ed.edit(target)
+    time.sleep(0.5)  # the watcher follows the new buffer's file
+    # 20 MiB each: the edit's share (file + new text) and the reload's (old
+    # + new text) do not fit in the budget together.
+    outside = "".join(f"outside {i:08d} {'o' * 62}\n" for i in range(lines))
+    agent_write(target, outside)
+    time.sleep(0.3)  # seen, and waiting out the debounce
+    new = "".join(f"agent {i:08d} {'a' * 64}\n" for i in range(lines))
+    r = c.call("editFile", {"path": str(target), "fullContent": new}, timeout=30)
+    assert r["success"] is True, r
+    reloads = [e for e in fw_events(ed, target) if e.get("reloaded")]
+    assert reloads, f"the edit did not take in the outside change first: {fw_events(ed)!r}"
+    assert target.read_text() == new
+    assert ed.buf_lines(target)[:1] == [new.split("\n")[0]]
