@@ -119,12 +119,20 @@ mod tests {
 
     #[tokio::test]
     async fn work_past_the_budget_waits_and_one_file_is_edited_by_one_at_a_time() {
-        let big = work(EDIT_WORK_BYTES * 4).await; // the whole budget, no more
+        let wait = std::time::Duration::from_secs(5);
+        // Exactly the budget is granted; a byte more waits until it is given back.
+        let all = tokio::time::timeout(wait, work(EDIT_WORK_BYTES)).await.expect("the budget at once");
         let waiting = tokio::spawn(work(1));
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "a small one waits while the budget is spent");
-        drop(big);
-        let _small = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert!(!waiting.is_finished(), "one byte past the budget waits");
+        drop(all);
+        let one = tokio::time::timeout(wait, waiting).await.unwrap().unwrap();
+        // A job bigger than the budget takes all of it, once it is alone.
+        let bigger = tokio::spawn(work(EDIT_WORK_BYTES * 4));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!bigger.is_finished(), "waits for the byte in use");
+        drop(one);
+        drop(tokio::time::timeout(wait, bigger).await.unwrap().unwrap());
 
         let dir = TempDir::new("gate");
         let file = dir.0.join("f");

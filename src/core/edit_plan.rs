@@ -165,6 +165,17 @@ mod tests {
     }
 
     #[test]
+    fn a_hunk_of_op_lines_is_one_op_and_one_line_more_is_two() {
+        let at: Vec<String> = (0..OP_LINES).map(|i| format!("{i}")).collect();
+        let plan = plan_of(&["x"], &at.join("\n"));
+        assert_eq!(plan.ops().len(), 1);
+        let past: Vec<String> = (0..=OP_LINES).map(|i| format!("{i}")).collect();
+        let plan = plan_of(&["x"], &past.join("\n"));
+        assert_eq!(plan.ops().iter().map(Op::len).collect::<Vec<_>>(), [1, OP_LINES], "last piece first");
+        assert_eq!(run(&["x"], &plan), past);
+    }
+
+    #[test]
     fn a_plan_of_given_lines_owns_them() {
         let old = ["a", "b", "c"];
         let plan = EditPlan::from_replacements(1, &[(0..0, vec!["x"]), (1..3, vec!["B", "C", "D"])], Some(true));

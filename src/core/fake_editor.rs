@@ -73,8 +73,8 @@ struct State {
     /// Slices run.
     slices: usize,
     /// Lines the user inserts (at these indices) right before the next
-    /// slice that continues an edit.
-    between_slices: Vec<(usize, String)>,
+    /// slices that continue an edit, one batch each.
+    between_slices: std::collections::VecDeque<Vec<(usize, String)>>,
     gone: bool,
     diagnostics: Vec<RawDiagnostic>,
     /// What the user decides in the next reviews (none: rejected).
@@ -150,9 +150,9 @@ impl FakeEditor {
     }
 
     /// The user inserts `lines` (index, text) right before the next slice
-    /// that continues an edit.
+    /// that continues an edit; each call queues one more such batch.
     pub fn type_between_slices(&self, lines: Vec<(usize, String)>) {
-        self.state().between_slices = lines;
+        self.state().between_slices.push_back(lines);
     }
 
     pub fn buffer(&self, path: &Path) -> Option<FakeBuffer> {
@@ -237,7 +237,7 @@ fn apply_slice_to(
         return Err(ApplyError::Changed);
     }
     if from > 0 && !state.between_slices.is_empty() {
-        let typed = std::mem::take(&mut state.between_slices);
+        let typed = state.between_slices.pop_front().unwrap_or_default();
         if let Some(b) = by_number(state, plan.bufnr) {
             for (at, line) in typed {
                 b.lines.insert(at, line);

@@ -167,6 +167,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn after_apply_rounds_interruptions_the_rest_goes_in_one_slice() {
+        let editor = FakeEditor::new(true);
+        let path = Path::new("/w/a.txt");
+        let old: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        editor.open(path, &old.iter().map(String::as_str).collect::<Vec<_>>(), false, unix_format());
+        editor.slice_ops(1);
+        // Every other line changed: 40 ops below the top ten, one per slice.
+        let new: Vec<String> = old
+            .iter()
+            .enumerate()
+            .map(|(i, l)| if i >= 20 && i % 2 == 0 { format!("agent {i}") } else { l.clone() })
+            .collect();
+        // The user types before every slice that continues the edit.
+        for n in 0..10 {
+            editor.type_between_slices(vec![(0, format!("typed {n}"))]);
+        }
+        let (before, plan) = plan_for(&editor, path, &new.join("\n"));
+        let applied = apply(&editor, &[path.into()], &before, plan).await.unwrap().unwrap();
+        assert!(applied.interrupted);
+        let lines = editor.buffer(path).unwrap().lines;
+        // Interrupted APPLY_ROUNDS times; then the rest in one slice (no
+        // continuation left to type before).
+        let typed: Vec<&String> = lines.iter().filter(|l| l.starts_with("typed")).collect();
+        assert_eq!(typed.len(), APPLY_ROUNDS, "{lines:?}");
+        assert_eq!(&lines[APPLY_ROUNDS..], &new[..], "the edit is complete around the typing");
+    }
+
+    #[tokio::test]
     async fn a_change_before_anything_was_applied_is_left_to_the_caller() {
         let editor = FakeEditor::new(true);
         let path = Path::new("/w/a.txt");

@@ -201,3 +201,23 @@ def test_a_review_reads_its_original_up_to_the_cap_and_refuses_one_byte_more(nvi
                                           "new_file_contents": "x\n", "tab_name": "at"}}}))
     wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 2, 20, "the review of a file at the cap")
     c.tool("close_tab", {"tab_name": "at"})
+
+
+def test_claude_open_file_opens_a_file_at_its_cap_and_refuses_one_byte_more(nvim_factory):
+    """Claude's openFile opens at most 32 MiB (the default of
+    edits.max_file_bytes, :help amp-agent-files)."""
+    ed = nvim_factory(**CLAUDE_SETUP)
+    _, lock, status = claude_lock(ed)
+    c = Mcp(status["port"], lock["authToken"])
+    handshake(c)
+    cap = 32 * MIB
+    row = b"x" * 1023 + b"\n"
+    over = ed.env.workspace / "over.txt"
+    over.write_bytes(row * (cap // len(row)) + b"\n")
+    r = c.request("tools/call", {"name": "openFile", "arguments": {"filePath": str(over)}}, timeout=10)
+    assert "error" in r and f"{cap + 1} bytes, more than the {cap} bytes" in r["error"]["message"], r
+    assert ed.bufnr(over) == -1
+    at = ed.env.workspace / "at.txt"
+    at.write_bytes(row * (cap // len(row)))
+    assert c.tool("openFile", {"filePath": str(at)}) == f"Opened file: {at}"
+    assert ed.lua("return vim.api.nvim_buf_get_name(0)") == str(at)
