@@ -199,8 +199,9 @@ def test_a_review_reads_its_original_up_to_the_cap_and_refuses_one_byte_more(nvi
     c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call", "params": {
         "name": "openDiff", "arguments": {"old_file_path": str(at), "new_file_path": str(at),
                                           "new_file_contents": "x\n", "tab_name": "at"}}}))
-    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 2, 20, "the review of a file at the cap")
-    c.tool("close_tab", {"tab_name": "at"})
+    # The view diffs 16 MiB on Neovim's main thread (the review view's own
+    # cost, seconds on a busy machine): waited for generously, left open.
+    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 2, 60, "the review of a file at the cap")
 
 
 def test_claude_open_file_opens_a_file_at_its_cap_and_refuses_one_byte_more(nvim_factory):
