@@ -101,9 +101,10 @@ impl FileAccess<'_> {
             let _work = edit_gate::work(size).await;
             return Ok(read_from_disk(abs, max).await);
         }
-        // A buffer's text is never read from a FIFO, device or procfs file.
+        // A buffer's text is never read from a FIFO, device or procfs file
+        // (its size is the buffer's business: checked below).
         let wanted = Wanted { directory_ok: false, read_through: false };
-        let checked = match checked_file::check(abs, max, wanted).await {
+        let checked = match checked_file::check(abs, u64::MAX, wanted).await {
             Ok(checked) => Some(checked),
             Err(why) if why.is_not_found() => None,
             Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
@@ -113,7 +114,7 @@ impl FileAccess<'_> {
             Some(checked) => Some(edit_gate::read_of(checked.metadata()).await),
             None => None,
         };
-        let _work = edit_gate::work(checked.as_ref().map_or(max, |c| c.metadata().len())).await;
+        let _work = edit_gate::work(checked.as_ref().map_or(max, |c| c.metadata().len().min(max))).await;
         let loaded = match self.editor.loaded_text(paths).await {
             Ok(loaded) => loaded,
             Err(e) => return Ok(Err(e.refusal()?)),
