@@ -5,6 +5,7 @@
 //! answer carries that final text.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -97,17 +98,17 @@ pub async fn edit_file(
             Reviewed::Refused(why) => return Ok(super::requests::failure(why)),
             Reviewed::Write { original, text } => (original, text),
         };
-    let final_text = text.clone();
+    let final_text = Arc::new(text.clone());
     let new_text = |snapshot: &crate::core::buffer::BufferText| {
         // The buffer of a file with unsaved changes takes the accepted text
         // at the decision (lua/amp/review/proposal.lua): that is no change.
         let now = snapshot.clone().file_text();
-        if now != original && now != final_text {
+        if now != original && now != *final_text {
             return Err(format!("{} changed during the review: nothing was written; read it again", abs.display()));
         }
         Ok(final_text.clone())
     };
-    Ok(match files.edit(abs, new_text).await.map_err(editor_error)? {
+    Ok(match files.edit(abs, text.len() as u64, new_text).await.map_err(editor_error)? {
         Ok(edited) => json!({
             "success": true,
             "message": format!("Edited {} (reviewed by the user; content is the text written)", abs.display()),

@@ -167,6 +167,7 @@ impl Protocol for ClaudeServer {
             current_selection: hub.state.selection().map(|s| s.raw.clone()),
             latest_selection: hub.state.latest_range().map(|s| s.raw.clone()),
             owner: client.owner,
+            max_file_bytes: hub.options.max_file_bytes,
         };
         crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
         let reply = match tools::answer(&method, &params, &cx).await {

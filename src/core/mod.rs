@@ -3,7 +3,10 @@
 //! [`editor::Editor`] for Neovim.
 
 pub mod buffer;
+pub mod checked_file;
 pub mod edit;
+pub mod edit_gate;
+pub mod edit_plan;
 pub mod editor;
 #[cfg(test)]
 pub mod fake_editor;
@@ -16,5 +19,6 @@ pub mod published;
 pub mod rebase;
 pub mod review;
 pub mod selection;
+pub mod sliced_apply;
 pub mod text;
 pub mod uri;
