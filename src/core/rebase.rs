@@ -31,8 +31,8 @@
 //! edit wins (what it replaces is still in the undo history); elsewhere
 //! both are kept.
 
-use std::ops::Range;
 use super::edit::{line_hunks, Hunk};
+use std::ops::Range;
 
 /// The proposal over the user's text, and how many regions both changed
 /// differently (those hold the agent's text).
