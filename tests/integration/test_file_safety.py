@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from review_helpers import wait_proposals
 from conftest import file_uri, wait_for
 from test_hardening import RssWatchdog, responsive
 from test_claude import SETUP as CLAUDE_SETUP, Mcp, claude_lock, handshake
@@ -199,9 +200,10 @@ def test_a_review_reads_its_original_up_to_the_cap_and_refuses_one_byte_more(nvi
     c.ws.send(json.dumps({"jsonrpc": "2.0", "id": c.next_id, "method": "tools/call", "params": {
         "name": "openDiff", "arguments": {"old_file_path": str(at), "new_file_path": str(at),
                                           "new_file_contents": "x\n", "tab_name": "at"}}}))
-    # The view diffs 16 MiB on Neovim's main thread (the review view's own
-    # cost, seconds on a busy machine): waited for generously, left open.
-    wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 2, 60, "the review of a file at the cap")
+    # A proposal is announced, not opened (it never takes the keyboard):
+    # waited for generously, the file read and its text kept on a busy machine.
+    waiting = wait_proposals(ed, 1, timeout=60)
+    assert waiting[0]["rel"] == "at.txt" and waiting[0]["agent"] == "Claude", waiting
 
 
 def test_claude_open_file_opens_a_file_at_its_cap_and_refuses_one_byte_more(nvim_factory):
