@@ -12,6 +12,7 @@ pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod patch;
 pub mod published;
 pub mod rebase;
 pub mod review;
