@@ -15,6 +15,7 @@
 pub mod amp;
 pub mod claude;
 pub mod core;
+pub mod editor_tools;
 pub mod gemini;
 pub mod mcp;
 pub mod nvim;

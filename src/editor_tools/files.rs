@@ -1,0 +1,48 @@
+//! A file's text as the editor holds it, and showing a file to the user.
+//! The same reads and refusals as Amp's `readFile` and `openURI`
+//! (`core::file_ops`): special files are refused before anything opens
+//! them, sizes are capped by `edits.max_file_bytes`.
+
+use serde_json::{Map, Value};
+
+use super::{args, editor_failed, paths, Answer, Context, Outcome};
+use crate::core::file_ops::{io_message, special_kind};
+use crate::core::uri::LineSelection;
+
+pub async fn read_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
+    let path = paths::resolve(args::required_string(args, "path")?, &cx.hub.workspace_folders()).await?;
+    match cx.hub.files().read(&path).await.map_err(editor_failed)? {
+        Ok(text) => Ok(Answer::Text(text)),
+        Err(why) => Err(why),
+    }
+}
+
+pub async fn open_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
+    let path = paths::resolve(args::required_string(args, "path")?, &cx.hub.workspace_folders()).await?;
+    let line = args::position(args, "line")?;
+    let column = args::position(args, "column")?;
+    let end_line = args::position(args, "endLine")?;
+    let end_col = args::position(args, "endColumn")?;
+    let selection = match (line, end_line) {
+        (Some(start_line), _) => Some(LineSelection { start_line, start_col: column, end_line, end_col }),
+        (None, None) if column.is_none() && end_col.is_none() => None,
+        _ => return Err("line is required with column, endLine or endColumn".into()),
+    };
+    // Checked here, off the main thread: opening a FIFO there would block
+    // Neovim until a writer comes, and a device is nothing to edit. The
+    // target of a symbolic link decides.
+    let meta = tokio::fs::metadata(&path).await.map_err(|e| io_message(&path, &e))?;
+    if let Some(kind) = special_kind(&meta.file_type()) {
+        return Err(format!(
+            "cannot open {}: it is {kind}; only regular files and directories are opened",
+            paths::shown(&path)
+        ));
+    }
+    cx.hub.editor.open_file(path.clone(), selection).await.map_err(editor_failed)?;
+    let at = match (line, end_line) {
+        (Some(l), Some(e)) => format!(", lines {l} to {e} selected"),
+        (Some(l), None) => format!(" at line {l}"),
+        _ => String::new(),
+    };
+    Ok(Answer::Text(format!("Opened {} in Neovim{at}.", path.display())))
+}
