@@ -18,6 +18,7 @@ pub mod core;
 pub mod editor_tools;
 pub mod gemini;
 pub mod mcp;
+pub mod mcp_server;
 pub mod nvim;
 pub mod openctx;
 pub mod serve;

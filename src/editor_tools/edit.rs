@@ -31,9 +31,8 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
     }
     let proposed = match (new_text, patch) {
         (Some(text), None) => same_line_breaks(&original, text),
-        (None, Some(patch)) => {
-            crate::core::patch::apply(&original, patch).map_err(|e| format!("cannot apply the patch to {shown}: {e}"))?
-        }
+        (None, Some(patch)) => crate::core::patch::apply(&original, patch)
+            .map_err(|e| format!("cannot apply the patch to {shown}: {e}"))?,
         (Some(_), Some(_)) => return Err("give newText or patch, not both".into()),
         (None, None) => return Err("give newText (the whole new text) or patch (a unified diff)".into()),
     };
@@ -84,9 +83,11 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
         }
         Ok(final_text.clone())
     };
-    let edited = files.edit(&path, new_text).await.map_err(editor_failed)?.map_err(|why| {
-        format!("the user accepted the edit, but it was not written: {why}")
-    })?;
+    let edited = files
+        .edit(&path, new_text)
+        .await
+        .map_err(editor_failed)?
+        .map_err(|why| format!("the user accepted the edit, but it was not written: {why}"))?;
     let changed_by_user = accepted != proposed;
     Ok(Answer::Json(json!({
         "decision": "accepted",

@@ -74,3 +74,11 @@ fn editor_failed(e: crate::core::editor::EditorError) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// The text of the file at `path` (a path or a `file://` URI inside the
+/// workspace) as `read_file` answers it: for transports that offer files
+/// otherwise (MCP resources).
+pub async fn read_text(hub: &Hub, path: &str) -> Result<String, String> {
+    let path = paths::resolve(path, &hub.workspace_folders()).await?;
+    hub.files().read(&path).await.map_err(editor_failed)?
+}

@@ -74,7 +74,9 @@ async fn paths_outside_the_workspace_special_files_and_bad_arguments_are_refused
     let outside = TempDir::new("tools-outside");
     let secret = outside.0.join("secret.txt");
     std::fs::write(&secret, b"secret\n").unwrap();
-    for path in [secret.to_string_lossy().into_owned(), "../x".into(), "/proc/self/pagemap".into(), "/etc/passwd".into()] {
+    for path in
+        [secret.to_string_lossy().into_owned(), "../x".into(), "/proc/self/pagemap".into(), "/etc/passwd".into()]
+    {
         let why = s.refused("read_file", json!({ "path": path })).await;
         assert!(why.contains("is outside the workspace"), "{path}: {why}");
     }
@@ -132,7 +134,10 @@ async fn open_files_folders_and_diagnostics() {
     s.hub.state.publish_visible_files(vec![a.clone()]);
     let files = s.json("get_open_files", json!({})).await;
     assert_eq!(files["files"][0]["path"], a.to_string_lossy().as_ref());
-    assert_eq!((files["files"][0]["modified"].clone(), files["files"][0]["visible"].clone()), (json!(true), json!(true)));
+    assert_eq!(
+        (files["files"][0]["modified"].clone(), files["files"][0]["visible"].clone()),
+        (json!(true), json!(true))
+    );
     let folders = s.json("get_workspace_folders", json!({})).await;
     assert_eq!(folders, json!({ "folders": [s.dir.0.to_string_lossy()] }));
     s.editor.set_diagnostics(vec![RawDiagnostic {
@@ -201,7 +206,10 @@ async fn a_rejected_edit_or_a_patch_that_does_not_apply_changes_nothing() {
     let why = s.refused("propose_edit", json!({ "path": "a.txt", "patch": "@@ -1 +1 @@\n-zzz\n+y\n" })).await;
     assert!(why.starts_with("cannot apply the patch to ") && why.contains("does not match"), "{why}");
     assert!(s.refused("propose_edit", json!({ "path": "a.txt" })).await.contains("give newText"));
-    assert!(s.refused("propose_edit", json!({ "path": "a.txt", "newText": "", "patch": "" })).await.contains("not both"));
+    assert!(s
+        .refused("propose_edit", json!({ "path": "a.txt", "newText": "", "patch": "" }))
+        .await
+        .contains("not both"));
     let same = s.json("propose_edit", json!({ "path": "a.txt", "newText": "a\nb\nc\n" })).await;
     assert_eq!(same["decision"], "unchanged");
     // A patch, accepted as proposed.
@@ -226,6 +234,10 @@ async fn a_review_nobody_decides_is_closed_at_the_timeout_and_nothing_is_written
     s.editor.hold_reviews();
     let why = s.refused("propose_edit", json!({ "path": "a.txt", "newText": "b\n" })).await;
     assert!(why.contains("did not review the edit") && why.contains("review.timeout_ms"), "{why}");
-    assert!(s.editor.calls().iter().any(|c| matches!(c, Call::CloseReview(_, crate::core::review::ReviewEnd::TimedOut))));
+    assert!(s
+        .editor
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::CloseReview(_, crate::core::review::ReviewEnd::TimedOut))));
     assert_eq!(std::fs::read(&f).unwrap(), b"a\n");
 }
