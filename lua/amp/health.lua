@@ -72,7 +72,7 @@ function H.check_agents(status)
   end
   if agents.mcp and agents.mcp.enabled then
     local entry = require("amp.mcp").server_config()
-    local script = entry.args[#entry.args]
+    local script = entry.args[3]
     if vim.fn.executable(entry.command) == 1 and vim.uv.fs_stat(script) then
       health.ok(("mcp: agents reach it with `%s %s` (:Amp mcp)"):format(entry.command, table.concat(entry.args, " ")))
     else

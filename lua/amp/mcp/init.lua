@@ -9,11 +9,26 @@ local H = {}
 --- `mcp__neovim__read_file`).
 M.name = "neovim"
 
---- The stdio entry point: Neovim itself running lua/amp/mcp/stdio.lua.
+--- The stdio entry point: Neovim itself running lua/amp/mcp/stdio.lua,
+--- told where the discovery files are (agents pass their MCP servers few
+--- variables, often not $XDG_DATA_HOME).
 ---@return { command: string, args: string[] }
 function M.server_config()
   local root = require("amp.native").root()
-  return { command = H.nvim(), args = { "--clean", "-l", vim.fs.joinpath(root, "lua", "amp", "mcp", "stdio.lua") } }
+  local script = vim.fs.joinpath(root, "lua", "amp", "mcp", "stdio.lua")
+  return { command = H.nvim(), args = { "--clean", "-l", script, M.discovery_dir() } }
+end
+
+--- Where Neovims write their MCP discovery files (src/mcp_server/protocol.rs):
+--- $AMP_DATA_HOME/amp/mcp, $XDG_DATA_HOME/amp/mcp, ~/.local/share/amp/mcp.
+---@return string
+function M.discovery_dir()
+  local base = vim.env.AMP_DATA_HOME
+  if not base or base == "" then
+    local xdg = vim.env.XDG_DATA_HOME
+    base = (xdg and xdg:sub(1, 1) == "/") and xdg or vim.fs.joinpath(vim.uv.os_homedir() or "~", ".local", "share")
+  end
+  return vim.fs.joinpath(base, "amp", "mcp")
 end
 
 --- The Neovim program to name: the one on PATH when it is this one (a

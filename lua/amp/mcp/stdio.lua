@@ -18,6 +18,17 @@
 --- the next request looks again (a restarted Neovim is found and a new
 --- session made).
 local uv = vim.uv or vim.loop
+-- The script's arguments: the directory of the discovery files, as the
+-- Neovim that gave this entry computed it (agents pass MCP servers few
+-- variables: the MCP SDK's clients only HOME, PATH, SHELL, TERM, USER and
+-- LOGNAME, so $XDG_DATA_HOME may not be here).
+local ARGS = {}
+for i, a in ipairs(vim.v.argv) do
+  if a == "-l" then
+    ARGS = vim.list_slice(vim.v.argv, i + 2)
+    break
+  end
+end
 
 local M = {}
 local H = {}
@@ -161,7 +172,8 @@ H.parents = {}
 ---@return string|nil why
 function M.find(env, cwd, parents)
   env, cwd, parents = env or vim.env, cwd or uv.cwd(), parents or H.parents
-  local dir = M.discovery_dir(env)
+  local given = ARGS[1]
+  local dir = (given and uv.fs_stat(given)) and given or M.discovery_dir(env)
   if not dir then
     return nil, "no data directory: set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME"
   end
@@ -546,44 +558,71 @@ function H.read_stdin()
     H.done = true
     return
   end
-  local buf, skipping = "", false
+  -- The line being read, in pieces (joined once, at its end); past the
+  -- limit only its first and last bytes are kept (where a request's id
+  -- is) and the rest is dropped as it comes.
+  local parts, size, skipping, head, tail = {}, 0, false, "", ""
+  local function max()
+    return H.server and H.server.max or M.default_max_line
+  end
+  local function take(piece)
+    if skipping then
+      tail = (tail .. piece):sub(-256)
+      return
+    end
+    parts[#parts + 1], size = piece, size + #piece
+    if size > max() then
+      local text = table.concat(parts)
+      skipping, head, tail, parts, size = true, text:sub(1, 256), text:sub(-256), {}, 0
+    end
+  end
   stdin:read_start(function(err, chunk)
     if err or not chunk then
       H.done = true
       return
     end
-    buf = buf .. chunk
+    local from = 1
     while true do
-      local nl = buf:find("\n", 1, true)
+      local nl = chunk:find("\n", from, true)
       if not nl then
-        local max = H.server and H.server.max or M.default_max_line
-        if #buf > max then
-          -- Past the server's limit: the rest of this line is dropped.
-          if not skipping then
-            H.note(("a message of over %d bytes was dropped"):format(max))
-            vim.schedule(function()
-              H.send(vim.json.encode({
-                jsonrpc = "2.0",
-                id = vim.NIL,
-                error = { code = -32600, message = ("message over %d bytes (server.max_frame_bytes)"):format(max) },
-              }))
-            end)
-          end
-          skipping, buf = true, ""
-        end
+        take(chunk:sub(from))
         break
       end
-      local line = buf:sub(1, nl - 1):gsub("\r$", "")
-      buf = buf:sub(nl + 1)
+      take(chunk:sub(from, nl - 1))
+      from = nl + 1
       if skipping then
-        skipping = false
-      elseif line:find("%S") then
+        local id = H.id_in(head) or H.id_in(tail)
         vim.schedule(function()
-          H.handle(line)
+          H.too_big(id)
         end)
+      else
+        local line = table.concat(parts):gsub("\r$", "")
+        if line:find("%S") then
+          vim.schedule(function()
+            H.handle(line)
+          end)
+        end
       end
+      parts, size, skipping = {}, 0, false
     end
   end)
+end
+
+--- The `"id"` of a request in a piece of its text (numbers and strings).
+function H.id_in(text)
+  local n = text:match('"id"%s*:%s*(%-?%d+)')
+  if n then
+    return tonumber(n)
+  end
+  return text:match('"id"%s*:%s*"([^"\\]*)"')
+end
+
+--- A message over the limit: answered (with its id when found) and dropped.
+function H.too_big(id)
+  local max = H.server and H.server.max or M.default_max_line
+  local why = ("the message is over %d bytes (server.max_frame_bytes): it was not sent to Neovim"):format(max)
+  H.note(why)
+  H.send(vim.json.encode({ jsonrpc = "2.0", id = id or vim.NIL, error = { code = -32600, message = why } }))
 end
 
 function M.main()
