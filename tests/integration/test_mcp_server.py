@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+import agents_helpers as ah
 from conftest import wait_for
 from mcp_sdk import SdkClient, http_spec, sdk_available, stdio_spec
 from review_helpers import open_review, proposals, wait_proposals
@@ -287,3 +288,66 @@ def test_bad_input_is_refused_in_one_line(nvim_factory, amp_env, clients, tmp_pa
         c.close()
     assert (ws / "a.txt").read_text() == "a\n" and outside.read_text() == "secret\n"
     assert not proposals(ed)
+
+
+# A real agent CLI ---------------------------------------------------------------
+
+needs_gemini = pytest.mark.skipif(not ah.gemini_available(), reason="needs tests/fixtures/agents (npm ci) and tmux")
+
+
+@pytest.mark.real_agent
+@needs_gemini
+def test_real_gemini_cli_calls_the_tools_and_its_edit_goes_through_the_review(nvim_factory, amp_env):
+    """Gemini CLI (its own IDE integration off) with Neovim's MCP server in
+    its settings' mcpServers, exactly as :Amp mcp gives it; its model is
+    the CLI's recorded-responses player. It reads the file (the buffer's
+    unsaved text) and proposes an edit, which the user changes and accepts
+    with :w: the file holds what :w writes, and Gemini goes on."""
+    ws = amp_env.workspace
+    story = ws / "story.txt"
+    story.write_text("once\nupon\na time\n")
+    ed = nvim_factory(**SETUP)
+    discovery(ed)
+    ed.edit(story)
+    ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a time (unsaved)' })")
+    env = ah.gemini_home(amp_env.home, ide=False)
+    settings_path = amp_env.home / ".gemini" / "settings.json"
+    settings = json.loads(settings_path.read_text())
+    entry = ed.lua("return require('amp').mcp_server_config()")
+    settings["mcpServers"] = {"neovim": {**entry, "trust": True, "timeout": 600000}}
+    settings_path.write_text(json.dumps(settings))
+    responses = ah.gemini_fake_responses(amp_env.root / "responses.jsonl", [
+        [{"functionCall": {"name": "mcp_neovim_read_file", "args": {"path": "story.txt"}}}],
+        [{"functionCall": {"name": "mcp_neovim_propose_edit",
+                           "args": {"path": "story.txt", "newText": "once\nUPON\na time (unsaved)\n"}}}],
+        [{"text": "Edited after your review."}],
+    ])
+    log = amp_env.state_home / "nvim" / "amp.log"
+    tmux = ah.Tmux(amp_env.root, ah.gemini_argv(responses), env, ws)
+    try:
+        try:
+            tmux.wait_screen("Type your message", 60)
+        except AssertionError:
+            raise AssertionError("Gemini did not start; screen:\n" + tmux.screen())
+        wait_for(lambda: mcp_status(ed)["sessions"] >= 1, 30, "Gemini's MCP session")
+        tmux.submit("capitalize upon")
+        try:
+            wait_proposals(ed, 1, timeout=60)
+        except AssertionError:
+            raise AssertionError("no proposal; screen:\n" + tmux.screen())
+        logged = log.read_text()
+        assert '"name":"read_file"' in logged and '"name":"propose_edit"' in logged, logged[-3000:]
+        win = open_review(ed, "story.txt (proposed by MCP)")
+        ed.lua("vim.api.nvim_set_current_win(...)", win)
+        # The proposal is over the buffer's text, its unsaved line included.
+        assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time (unsaved)"]
+        ed.lua("vim.api.nvim_buf_set_lines(0, 0, 1, false, { 'twice' })")
+        ed.nvim.command("write")
+        wait_for(lambda: story.read_text() == "twice\nUPON\na time (unsaved)\n", 30, "the accepted text on disk")
+        assert ed.buf_lines(story) == ["twice", "UPON", "a time (unsaved)"]
+        try:
+            tmux.wait_screen("Edited after your review.", 60)
+        except AssertionError:
+            raise AssertionError("Gemini did not go on; screen:\n" + tmux.screen())
+    finally:
+        tmux.close()
