@@ -351,3 +351,69 @@ def test_real_gemini_cli_calls_the_tools_and_its_edit_goes_through_the_review(nv
             raise AssertionError("Gemini did not go on; screen:\n" + tmux.screen())
     finally:
         tmux.close()
+
+
+# :Amp open -----------------------------------------------------------------------
+
+def stand_in(tmp_path, name: str, body: str = "") -> tuple:
+    """A stand-in agent for `:Amp open`: writes its arguments and
+    environment, runs `body`, then waits."""
+    out = tmp_path / f"{name}-out"
+    out.mkdir()
+    path = tmp_path / f"{name}.sh"
+    path.write_text(f"""#!/bin/sh
+out='{out}'
+printf '%s\\n' "$@" > "$out/args"
+env > "$out/env.tmp" && mv "$out/env.tmp" "$out/env"
+{body}
+exec sleep 600
+""")
+    path.chmod(0o755)
+    return path, out
+
+
+def lines_of(path, what: str) -> list[str]:
+    wait_for(path.exists, 10, what)
+    return path.read_text().splitlines()
+
+
+def test_open_passes_the_server_per_run_and_an_agent_in_its_terminal_finds_this_neovim(nvim_factory, amp_env,
+                                                                                      tmp_path):
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                  "clientInfo": {"name": "in-terminal", "version": "0"}}})
+    call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "get_workspace_folders", "arguments": {}}})
+    cursor, cursor_out = stand_in(tmp_path, "cursor", f"""
+# The entry point as an agent with a sanitized environment starts it, from
+# a folder no Neovim serves: this Neovim is found as its ancestor.
+cd /
+printf '%s\\n%s\\n' '{init}' '{call}' | env -u AMP_NVIM_MCP_PORT -u XDG_DATA_HOME "$ENTRY_COMMAND" --clean -l "$ENTRY_SCRIPT" "$ENTRY_DIR" > "$out/replies.tmp" 2> "$out/stderr"
+mv "$out/replies.tmp" "$out/replies"
+""")
+    claude, claude_out = stand_in(tmp_path, "claude")
+    goose, goose_out = stand_in(tmp_path, "goose")
+    ed = nvim_factory(**SETUP, terminal={"cmd": {"cursor": [str(cursor)], "claude": [str(claude)],
+                                                 "goose": [str(goose), "session"]}},
+                      _extra_env={name: None for name in ah.CI_MARKERS})
+    _, _, status = discovery(ed)
+    entry = ed.lua("return require('amp').mcp_server_config()")
+    ed.lua("vim.env.ENTRY_COMMAND, vim.env.ENTRY_SCRIPT, vim.env.ENTRY_DIR = ...", entry["command"], entry["args"][2],
+           entry["args"][3])
+    ed.nvim.command("Amp open cursor")
+    replies = [json.loads(line) for line in lines_of(cursor_out / "replies", "the entry point's answers")]
+    assert replies[0]["result"]["serverInfo"]["name"] == "neovim", replies
+    assert json.loads(replies[1]["result"]["content"][0]["text"]) == {"folders": [str(amp_env.workspace)]}
+    # No flag for Cursor CLI: its configuration names the entry once.
+    assert lines_of(cursor_out / "args", "cursor's arguments") == [""]  # (printf of no arguments)
+    env = dict(line.split("=", 1) for line in lines_of(cursor_out / "env", "cursor's environment") if "=" in line)
+    assert env["AMP_NVIM_MCP_PORT"] == str(status["port"])
+    # Claude Code without its own protocol served: --mcp-config for this run.
+    ed.nvim.command("Amp open claude")
+    args = lines_of(claude_out / "args", "claude's arguments")
+    assert args[0] == "--mcp-config" and json.loads(args[1]) == {"mcpServers": {"neovim": entry}}, args
+    # Goose: --with-extension with the command line.
+    ed.nvim.command("Amp open goose")
+    args = lines_of(goose_out / "args", "goose's arguments")
+    assert args[:2] == ["session", "--with-extension"] and args[2].startswith(entry["command"] + " --clean -l "), args
+    assert ed.lua("return vim.tbl_contains(require('amp.terminal').names(), 'kiro')")

@@ -50,6 +50,10 @@ H.init_line = nil ---@type string? the client's `initialize`, replayed for a new
 H.stream = nil -- the open event stream's TCP handle
 H.done = false
 H.writes = 0 -- stdout writes not finished yet
+H.queued = 0 -- lines read, not handled yet
+H.inflight = 0 -- messages sent to Neovim, not answered yet
+--- After stdin ends, answers still on their way are waited for this long.
+M.drain_ms = 30000
 
 -- Output -------------------------------------------------------------------
 
@@ -359,6 +363,12 @@ end
 --- POSTs one message; `done(status, headers, body)` or `done(nil, err)`.
 function H.post(server, text, done)
   local status, headers, parts = nil, nil, {}
+  H.inflight = H.inflight + 1
+  local answered = done
+  done = function(...)
+    H.inflight = H.inflight - 1
+    answered(...)
+  end
   H.request(server, "POST", text, nil, {
     on_head = function(s, h)
       status, headers = s, h
@@ -598,7 +608,9 @@ function H.read_stdin()
       else
         local line = table.concat(parts):gsub("\r$", "")
         if line:find("%S") then
+          H.queued = H.queued + 1
           vim.schedule(function()
+            H.queued = H.queued - 1
             H.handle(line)
           end)
         end
@@ -634,7 +646,11 @@ function M.main()
       return H.done
     end, 20)
   end
-  -- The answers still being written go out; the session ends.
+  -- The answers still on their way and being written go out; the
+  -- session ends.
+  vim.wait(M.drain_ms, function()
+    return H.queued == 0 and H.inflight == 0 and not H.connecting
+  end, 10)
   if H.server and H.session then
     local ended = false
     H.request(H.server, "DELETE", nil, nil, {
