@@ -28,7 +28,7 @@ import pytest
 
 from conftest import wait_for
 from mcp_clients import Events, Http, Mcp, handshake
-from review_helpers import wait_proposals
+from review_helpers import proposals, wait_proposals
 
 AGENTS = ["amp", "claude", "gemini", "mcp"]
 # The front-ends over MCP Streamable HTTP with a bearer token.
@@ -623,7 +623,11 @@ def propose(front: Front, client, path, text: str, name: str):
             except OSError as e:
                 answer["error"] = e
 
+        # One at a time: connections opened all at once would compete for
+        # the handshake slots (server.max_pending_handshakes).
+        before = len(proposals(front.ed))
         threading.Thread(target=wait, daemon=True).start()
+        wait_for(lambda: len(proposals(front.ed)) > before or answer, 10, "the proposal to arrive")
         return answer
     return client.tool("openDiff", {"filePath": str(path), "newContent": text})
 
