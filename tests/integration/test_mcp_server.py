@@ -417,3 +417,24 @@ mv "$out/replies.tmp" "$out/replies"
     args = lines_of(goose_out / "args", "goose's arguments")
     assert args[:2] == ["session", "--with-extension"] and args[2].startswith(entry["command"] + " --clean -l "), args
     assert ed.lua("return vim.tbl_contains(require('amp.terminal').names(), 'kiro')")
+
+
+@needs_sdk
+def test_a_neovim_restarted_in_the_folder_is_found_again_by_the_same_client(nvim_factory, amp_env, clients):
+    ws = amp_env.workspace
+    (ws / "f.txt").write_text("disk\n")
+    first = nvim_factory(**SETUP)
+    discovery(first)
+    c = connect(clients, stdio_spec(first, ws))
+    assert c.text("read_file", {"path": "f.txt"}) == "disk\n"
+    assert first.quit() == 0
+    # Gone, and no other Neovim: the call says so, in one line.
+    reply = c.answer(c.send("callTool", name="read_file", arguments={"path": "f.txt"}))
+    assert f"no Neovim serves {ws}" in reply.get("error", ""), reply
+    second = nvim_factory(**SETUP)
+    discovery(second)
+    second.edit(ws / "f.txt")
+    second.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'second' })")
+    # The same client, a new session with the Neovim started since.
+    assert c.text("read_file", {"path": "f.txt"}) == "second\n"
+    wait_for(lambda: mcp_status(second)["sessions"] == 1, 10, "the new session")
