@@ -438,3 +438,16 @@ def test_a_neovim_restarted_in_the_folder_is_found_again_by_the_same_client(nvim
     # The same client, a new session with the Neovim started since.
     assert c.text("read_file", {"path": "f.txt"}) == "second\n"
     wait_for(lambda: mcp_status(second)["sessions"] == 1, 10, "the new session")
+
+
+@needs_sdk
+def test_a_discovery_directory_others_may_write_is_not_trusted(nvim_factory, amp_env, clients):
+    ed = nvim_factory(**SETUP)
+    path, _, _ = discovery(ed)
+    path.parent.chmod(0o777)
+    c = clients(stdio_spec(ed, amp_env.workspace))
+    assert c.connected["event"] == "error", c.connected
+    assert f"{path.parent} is not a private directory of yours" in c.connected["message"], c.connected
+    path.parent.chmod(0o700)
+    c = connect(clients, stdio_spec(ed, amp_env.workspace))
+    assert c.json("get_workspace_folders") == {"folders": [str(amp_env.workspace)]}

@@ -116,9 +116,20 @@ function M.discovery_dir(env)
   return base .. "/amp/mcp"
 end
 
+--- Whether `stat` is of a file or directory of this user that no one else
+--- may write (discovery files hold where the agent's requests and token go).
+function H.ours(stat)
+  if not stat or stat.uid ~= uv.getuid() then
+    return false
+  end
+  local group_writes = math.floor(stat.mode / 16) % 2 == 1 -- 0020
+  local others_write = math.floor(stat.mode / 2) % 2 == 1 -- 0002
+  return not group_writes and not others_write
+end
+
 function H.read_file(path)
-  local stat = uv.fs_stat(path)
-  if not stat or stat.type ~= "file" or stat.size > M.max_discovery_bytes then
+  local stat = uv.fs_lstat(path)
+  if not stat or stat.type ~= "file" or stat.size > M.max_discovery_bytes or not H.ours(stat) then
     return nil
   end
   local fd = io.open(path, "rb")
@@ -180,6 +191,10 @@ function M.find(env, cwd, parents)
   local dir = (given and uv.fs_stat(given)) and given or M.discovery_dir(env)
   if not dir then
     return nil, "no data directory: set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME"
+  end
+  local dir_stat = uv.fs_stat(dir)
+  if dir_stat and not H.ours(dir_stat) then
+    return nil, ("%s is not a private directory of yours: no Neovim is looked for there"):format(dir)
   end
   local wanted = tonumber(env.AMP_NVIM_MCP_PORT or "")
   if wanted then
