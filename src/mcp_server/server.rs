@@ -139,7 +139,7 @@ impl McpServer {
         let call = editor_tools::call(&name, &args, &cx, held);
         let outcome = match params.pointer("/_meta/progressToken").cloned() {
             None => call.await,
-            Some(token) => with_progress(call, session, token).await,
+            Some(token) => with_progress(call, session, token, PROGRESS_EVERY).await,
         };
         match outcome {
             Some(outcome) => Ok(protocol::tool_result(outcome)),
@@ -149,14 +149,16 @@ impl McpServer {
     }
 }
 
-/// Runs `work`, telling the session's client `notifications/progress` every
-/// [`PROGRESS_EVERY`] until it is done.
-async fn with_progress<F: std::future::Future>(work: F, session: &Session, token: Value) -> F::Output {
+/// Runs `work`, telling the session's client `notifications/progress`
+/// `every` ([`PROGRESS_EVERY`]) until it is done.
+async fn with_progress<F: std::future::Future>(work: F, session: &Session, token: Value, every: Duration) -> F::Output {
     tokio::pin!(work);
-    let mut ticks = tokio::time::interval_at(Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+    let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
     let mut progress = 0u64;
     loop {
         tokio::select! {
+            // Done: no more progress, even when a tick is due too.
+            biased;
             done = &mut work => return done,
             _ = ticks.tick() => {
                 progress += 1;
@@ -339,5 +341,35 @@ impl FrontEnd for McpServer {
         if let Err(e) = self.discovery.remove() {
             log::warn(format!("cannot remove the MCP discovery file: {e}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::mcp_http::sessions::Sessions;
+
+    #[tokio::test]
+    async fn a_tool_that_waits_tells_its_client_progress_until_it_is_done() {
+        let sessions = Sessions::default();
+        let session = sessions.create("MCP").unwrap();
+        let mut inbox = sessions.open_stream(&session.id, |_| {}).unwrap();
+        let rx = inbox.rx.as_mut().unwrap();
+        // Done once two progress notifications were sent.
+        let work = async {
+            while rx.len() < 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            "done"
+        };
+        assert_eq!(with_progress(work, &session, json!("tok"), Duration::from_millis(50)).await, "done");
+        let sent: Vec<Value> =
+            std::iter::from_fn(|| rx.try_recv().ok()).map(|t| serde_json::from_str(&t).unwrap()).collect();
+        assert_eq!(sent.len(), 2, "{sent:?}");
+        assert_eq!(sent[1]["method"], "notifications/progress");
+        assert_eq!(
+            (sent[1]["params"]["progressToken"].clone(), sent[1]["params"]["progress"].clone()),
+            (json!("tok"), json!(2))
+        );
     }
 }
