@@ -1,7 +1,6 @@
-//! The Gemini CLI front-end: its port, token and discovery file
-//! (`$TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json`), its tools
-//! over the shared MCP-over-HTTP server (`serve::mcp_http`), and its feed
-//! of `ide/contextUpdate`.
+//! One IDE-companion front-end (a [`Flavor`]: Gemini CLI, Qwen Code): its
+//! port, token and discovery file, its tools over the shared MCP-over-HTTP
+//! server (`serve::mcp_http`), and its feed of `ide/contextUpdate`.
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -10,12 +9,13 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+use super::flavor::Flavor;
 use super::protocol::{self, Discovery};
 use super::tools::{self, Diffs};
 use crate::core::log;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
-use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::discovery::{DiscoveryError, DiscoveryFile};
 use crate::serve::front_end::{Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
@@ -24,9 +24,8 @@ use crate::serve::mcp_http::sse::Feed;
 use crate::serve::mcp_http::{self, McpHttp};
 use crate::serve::registry::Agent;
 
-pub const AGENT: Agent = Agent { id: "gemini", name: "Gemini" };
-
-pub struct GeminiServer {
+pub struct CompanionServer {
+    pub flavor: &'static Flavor,
     pub hub: Arc<Hub>,
     pub port: u16,
     policy: Policy,
@@ -35,17 +34,18 @@ pub struct GeminiServer {
     pub discovery: DiscoveryFile,
 }
 
-impl GeminiServer {
-    pub fn new(hub: Arc<Hub>, token: String, port: u16, dir: PathBuf) -> Self {
+impl CompanionServer {
+    pub fn new(flavor: &'static Flavor, hub: Arc<Hub>, token: String, port: u16, dir: PathBuf) -> Self {
         let policy = Policy {
             token,
             token_in: TokenIn::Scheme { header: "authorization", scheme: "Bearer" },
             allowed_origins: hub.options.allowed_origins.clone(),
             port: Some(port),
         };
-        let path = dir.join(protocol::file_name(std::process::id(), port));
+        let path = dir.join((flavor.file_name)(port));
         Self {
-            discovery: DiscoveryFile::new(AGENT.name, dir, path, PidIn::Name(protocol::pid_of_file_name)),
+            discovery: DiscoveryFile::new(flavor.agent.name, dir, path, flavor.pid_in),
+            flavor,
             hub,
             port,
             policy,
@@ -58,16 +58,17 @@ impl GeminiServer {
     /// sweeping dead editors' files when `sweep`.
     pub async fn write_discovery(&self, sweep: bool) -> Result<PathBuf, DiscoveryError> {
         let contents = || {
-            let file = Discovery::new(self.port, &self.hub.workspace_folders(), self.policy.token.clone());
+            let ppid = self.flavor.ppid.then(std::process::id);
+            let file = Discovery::new(self.port, &self.hub.workspace_folders(), self.policy.token.clone(), ppid);
             serde_json::to_vec_pretty(&file).expect("a discovery file serializes")
         };
         self.discovery.write(contents, sweep).await
     }
 }
 
-impl mcp_http::Protocol for GeminiServer {
+impl mcp_http::Protocol for CompanionServer {
     fn agent(&self) -> Agent {
-        AGENT
+        self.flavor.agent
     }
 
     fn hub(&self) -> &Arc<Hub> {
@@ -89,10 +90,10 @@ impl mcp_http::Protocol for GeminiServer {
         params: Value,
         _held: &mut Held,
     ) -> Result<Value, (i64, String)> {
-        let target = session.clone();
+        let (target, agent) = (session.clone(), self.flavor.agent.id);
         let notify: tools::Notify = Arc::new(move |method, params| {
             if !target.send(crate::mcp::notification(method, &params)) {
-                log::warn(format!("gemini: {method} dropped: the client's queue is full"));
+                log::warn(format!("{agent}: {method} dropped: the client's queue is full"));
             }
         });
         let hub = self.hub.clone();
@@ -111,54 +112,57 @@ impl mcp_http::Protocol for GeminiServer {
     }
 
     fn feed(self: &Arc<Self>, _session: &Arc<Session>) -> Option<Feed> {
-        Some(super::context::feed(&self.hub))
+        Some(super::context::feed(&self.hub, self.flavor.agent.id))
     }
 }
 
-/// Accepts Gemini CLI connections until the session stops; the sessions
+/// Accepts the agent's connections until the session stops; the sessions
 /// end with it (their event streams close).
-pub async fn accept(listener: TcpListener, server: Arc<GeminiServer>) {
+pub async fn accept(listener: TcpListener, server: Arc<CompanionServer>) {
     let hub = server.hub.clone();
     let serving = server.clone();
     let serve = move |stream, slot: HandshakeSlot| mcp_http::serve(serving.clone(), stream, slot);
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await;
+    accept_loop(listener, server.flavor.agent.id, hub.handshakes.clone(), &hub.tasks, serve).await;
     server.http.sessions.end_all();
 }
 
-/// Starts the Gemini CLI front-end: its own loopback port and token, its
-/// discovery file in `$TMPDIR/gemini/ide/`. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let dir = protocol::discovery_dir_from_env();
-    let cannot = |e: std::io::Error| format!("gemini: cannot listen on 127.0.0.1: {e}");
+/// Starts `flavor`'s front-end: its own loopback port and token, its
+/// discovery file. Main thread, inside the runtime.
+pub fn start(hub: &Arc<Hub>, flavor: &'static Flavor) -> Result<Started, String> {
+    let dir = (flavor.discovery_dir)()?;
+    let id = flavor.agent.id;
+    let cannot = |e: std::io::Error| format!("{id}: cannot listen on 127.0.0.1: {e}");
     let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
     let port = listener.local_addr().map_err(cannot)?.port();
     let listener = TcpListener::from_std(listener).map_err(cannot)?;
-    let server = Arc::new(GeminiServer::new(hub.clone(), crate::serve::token::generate_token(), port, dir));
+    let token = crate::serve::token::generate_token();
+    let server = Arc::new(CompanionServer::new(flavor, hub.clone(), token, port, dir));
     hub.spawn(accept(listener, server.clone()));
     let announce = server.clone().write_sweeping(true);
     Ok(Started { front_end: server, announce })
 }
 
-impl GeminiServer {
+impl CompanionServer {
     fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
         Box::pin(async move {
             let path = self.write_discovery(sweep).await?;
-            log::info(format!("gemini: listening on 127.0.0.1:{}, discovery file {}", self.port, path.display()));
+            let id = self.flavor.agent.id;
+            log::info(format!("{id}: listening on 127.0.0.1:{}, discovery file {}", self.port, path.display()));
             Ok(path)
         })
     }
 }
 
-impl FrontEnd for GeminiServer {
+impl FrontEnd for CompanionServer {
     fn agent(&self) -> Agent {
-        AGENT
+        self.flavor.agent
     }
 
     fn status(&self) -> Value {
         json!({
             "enabled": true,
             "port": self.port,
-            "clients": self.hub.clients(AGENT.id),
+            "clients": self.hub.clients(self.flavor.agent.id),
             "sessions": self.http.sessions.count(),
             "discovery_file": self.discovery.path.to_string_lossy(),
             "workspace_path": protocol::workspace_path(&self.hub.workspace_folders()),
@@ -166,14 +170,8 @@ impl FrontEnd for GeminiServer {
         })
     }
 
-    /// With the pid, Gemini picks this editor's discovery file first
-    /// instead of guessing the editor from its ancestor processes.
     fn terminal_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("GEMINI_CLI_IDE_SERVER_PORT", self.port.to_string()),
-            ("GEMINI_CLI_IDE_WORKSPACE_PATH", protocol::workspace_path(&self.hub.workspace_folders())),
-            ("GEMINI_CLI_IDE_PID", std::process::id().to_string()),
-        ]
+        (self.flavor.terminal_env)(self.port, &protocol::workspace_path(&self.hub.workspace_folders()))
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
@@ -183,7 +181,7 @@ impl FrontEnd for GeminiServer {
     fn stopped(&self) {
         self.http.sessions.end_all();
         if let Err(e) = self.discovery.remove() {
-            log::warn(format!("cannot remove the Gemini discovery file: {e}"));
+            log::warn(format!("cannot remove the {} discovery file: {e}", self.flavor.agent.name));
         }
     }
 }
