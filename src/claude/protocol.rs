@@ -49,6 +49,17 @@ pub fn lock_dir_from_env() -> Option<PathBuf> {
     lock_dir(std::env::var_os("CLAUDE_CONFIG_DIR").as_deref(), dirs::home_dir().as_deref())
 }
 
+/// The name a client of this protocol is announced by, from the
+/// `clientInfo.name` of its `initialize`: OpenCode 1.18 says `opencode`
+/// (and reads these lockfiles too); Claude Code says `claude-code`, and
+/// any other client counts as Claude's.
+pub fn client_name(initialize: &Value) -> &'static str {
+    match initialize.pointer("/clientInfo/name").and_then(Value::as_str) {
+        Some("opencode") => "OpenCode",
+        _ => "Claude",
+    }
+}
+
 fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
     json!({
         "name": name,
@@ -175,6 +186,15 @@ mod tests {
     use super::*;
 
     use crate::core::selection::RawRegion;
+
+    #[test]
+    fn clients_are_named_by_their_client_info() {
+        assert_eq!(client_name(&json!({"clientInfo": {"name": "opencode", "version": "0.0.0"}})), "OpenCode");
+        assert_eq!(client_name(&json!({"clientInfo": {"name": "claude-code", "version": "2.1"}})), "Claude");
+        assert_eq!(client_name(&json!({"clientInfo": {"name": "OpenCode"}})), "Claude");
+        assert_eq!(client_name(&json!({"clientInfo": 7})), "Claude");
+        assert_eq!(client_name(&Value::Null), "Claude");
+    }
 
     fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
         RawRegion::of(sl, sc, el, ec, lines)

@@ -1,6 +1,10 @@
 //! The Claude Code front-end (also OpenCode's TUI): its port, token and
 //! lockfile (`~/.claude/ide/<port>.lock`), MCP over the shared WebSocket
 //! loop (`serve::websocket`), and the selection it pushes.
+//!
+//! Its clients say who they are in `initialize` (`protocol::client_name`):
+//! each is announced by that name (events, statusline), at the latest
+//! [`NAME_DEADLINE`] after it connects.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -30,6 +34,8 @@ pub const AGENT: Agent = Agent { id: "claude", name: "Claude" };
 
 /// When the selection is sent again after a client connects (see [`push_selection`]).
 const RESEND_AFTER_CONNECT: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(2000)];
+/// A client that has not said who it is by then is announced as Claude.
+const NAME_DEADLINE: Duration = Duration::from_secs(1);
 
 pub struct ClaudeServer {
     pub hub: Arc<Hub>,
@@ -44,9 +50,13 @@ pub struct Client {
     server: Arc<ClaudeServer>,
     owner: Owner,
     outbox: Outbox,
-    /// Started by `ide_connected` (Claude Code) or `tools/list` (clients
-    /// that send no ide_connected).
+    /// Started by `notifications/initialized` (OpenCode sends nothing
+    /// more), `tools/list`, and started again by `ide_connected` (Claude
+    /// Code, whose handler comes a moment after it: see RESEND_AFTER_CONNECT).
     pusher: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Announces the client as Claude at NAME_DEADLINE unless it said who
+    /// it is first; dropped once it did.
+    naming: Mutex<Option<AbortOnDrop<Option<()>>>>,
 }
 
 impl Drop for Client {
@@ -56,11 +66,24 @@ impl Drop for Client {
 }
 
 impl Client {
-    fn start_pushing(&self) {
+    /// Starts the selection pusher unless it runs; `again`: starts it anew
+    /// (the state now at once, then the resends after it).
+    fn start_pushing(&self, again: bool) {
         let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
-        if pusher.is_none() {
+        if pusher.is_none() || again {
             let task = push_selection(self.server.hub.clone(), self.outbox.clone());
+            // (Replacing the old pusher aborts it.)
             *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
+        }
+    }
+
+    /// The client said who it is (or its first message was not
+    /// `initialize`): announced by that name, once.
+    fn name(&self, name: &'static str) {
+        let Some(deadline) = self.naming.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        drop(deadline);
+        if self.server.hub.name_client(self.owner, name) && name != AGENT.name {
+            log::info(format!("claude: client {} is {name}", self.owner.session));
         }
     }
 }
@@ -130,21 +153,43 @@ impl Protocol for ClaudeServer {
         (CloseCode::Policy, "Authentication failed")
     }
 
+    fn names_clients(&self) -> bool {
+        true
+    }
+
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
         self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, outbox.clone());
-        Client { server: self.clone(), owner, outbox: outbox.clone(), pusher: Mutex::new(None) }
+        let hub = self.hub.clone();
+        let deadline = self.hub.spawn(async move {
+            tokio::time::sleep(NAME_DEADLINE).await;
+            hub.name_client(owner, AGENT.name);
+        });
+        Client {
+            server: self.clone(),
+            owner,
+            outbox: outbox.clone(),
+            pusher: Mutex::new(None),
+            naming: Mutex::new(Some(AbortOnDrop(deadline))),
+        }
     }
 
     async fn message(self: &Arc<Self>, client: &Arc<Client>, text: String, held: &mut Held) -> Option<Outgoing> {
         let (id, method, params) = match mcp::decode(&text) {
             Ok(mcp::Incoming::Request { id, method, params }) => (id, method, params),
-            // The selection is pushed from ide_connected on (and sent again
-            // shortly after: see RESEND_AFTER_CONNECT).
             Ok(mcp::Incoming::Notification { method, params }) => {
-                if method == "ide_connected" {
-                    let pid = params.get("pid").and_then(Value::as_u64);
-                    log::info(format!("claude: ide_connected from pid {pid:?}"));
-                    client.start_pushing();
+                client.name(AGENT.name);
+                match method.as_str() {
+                    // Once initialized, a client gets the selection: OpenCode
+                    // sends nothing more.
+                    "notifications/initialized" => client.start_pushing(false),
+                    // Claude Code's handler comes a moment after ide_connected:
+                    // the pusher starts anew from here (RESEND_AFTER_CONNECT).
+                    "ide_connected" => {
+                        let pid = params.get("pid").and_then(Value::as_u64);
+                        log::info(format!("claude: ide_connected from pid {pid:?}"));
+                        client.start_pushing(true);
+                    }
+                    _ => {}
                 }
                 return None;
             }
@@ -152,10 +197,11 @@ impl Protocol for ClaudeServer {
             Err(bad) => return Some(mcp::error(&bad.id, bad.code, &bad.message).into()),
         };
         drop(text);
-        // Clients that send no ide_connected (OpenCode) get the selection
-        // once they list the tools.
+        client.name(if method == "initialize" { protocol::client_name(&params) } else { AGENT.name });
+        // A client that skipped notifications/initialized gets the
+        // selection once it lists the tools.
         if method == "tools/list" {
-            client.start_pushing();
+            client.start_pushing(false);
         }
         // openDiff waits for the user: its bytes now belong to the review.
         if method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("openDiff") {
@@ -271,13 +317,12 @@ impl FrontEnd for ClaudeServer {
         })
     }
 
-    /// Claude Code and OpenCode attach to the editor whose port this is.
+    /// Claude Code attaches to the editor whose port this is.
+    /// (`OPENCODE_EDITOR_SSE_PORT` is not set: OpenCode dials a port it is
+    /// given without the token, which is refused; it finds the lockfile
+    /// instead, see lua/amp/opencode.lua.)
     fn terminal_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("CLAUDE_CODE_SSE_PORT", self.port.to_string()),
-            ("OPENCODE_EDITOR_SSE_PORT", self.port.to_string()),
-            ("ENABLE_IDE_INTEGRATION", "true".into()),
-        ]
+        vec![("CLAUDE_CODE_SSE_PORT", self.port.to_string()), ("ENABLE_IDE_INTEGRATION", "true".into())]
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
