@@ -64,6 +64,7 @@ M.args = {
   amp = { "threads", "continue", "new", "--mode", "--no-ide" },
   claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
   gemini = { "--resume", "latest", "--model", "--approval-mode" },
+  qwen = { "--continue", "--resume", "--model", "--approval-mode" },
   opencode = { "--continue", "--session", "--model" },
 }
 
@@ -155,19 +156,25 @@ M.submit_delay_ms = 100
 
 --- The environment a terminal of `agent` starts with: the variables that
 --- attach it to this Neovim (lua/amp/core.lua's agent_env, for the agent's
---- protocol). Neovim adds $NVIM itself.
+--- protocol). Neovim adds $NVIM itself. OpenCode's terminal gets its port
+--- variables empty: with one set it dials that port without the token,
+--- which is refused; without, it reads this Neovim's Claude lockfile and
+--- sends the token (lua/amp/opencode.lua).
 ---@param agent string
 ---@return table<string, string>
 function M.env(agent)
   local all = require("amp.core").agent_env()
   local names = ({
     claude = { "CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
-    opencode = { "CLAUDE_CODE_SSE_PORT", "OPENCODE_EDITOR_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
     gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH", "GEMINI_CLI_IDE_PID" },
+    qwen = { "QWEN_CODE_IDE_SERVER_PORT", "QWEN_CODE_IDE_WORKSPACE_PATH" },
   })[agent] or {}
   local env = {}
   for _, name in ipairs(names) do
     env[name] = all[name]
+  end
+  if agent == "opencode" then
+    env = require("amp.opencode").env()
   end
   if next(env) then
     env.no_proxy, env.NO_PROXY = all.no_proxy, all.NO_PROXY
@@ -182,8 +189,12 @@ function H.start(agent, config, old, args)
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
-  if not H.warn_unattached(agent) and agent == "amp" then
-    H.warn_shared_folder()
+  if not H.warn_unattached(agent) then
+    if agent == "amp" then
+      H.warn_shared_folder()
+    elseif agent == "opencode" then
+      require("amp.opencode").before_start(vim.fn.getcwd())
+    end
   end
   local buf = vim.api.nvim_create_buf(false, true)
   local old_win = old and vim.api.nvim_buf_is_valid(old.buf) and H.window_of(old.buf)
@@ -305,7 +316,7 @@ function H.warn_unattached(agent)
   local amp = require("amp")
   local status = amp.status()
   local agents = status.running and status.agents or {}
-  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" })[agent]
+  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen" })[agent]
   local front = agents[served]
   if type(front) == "table" and front.enabled ~= false and front.port then
     return false
