@@ -137,14 +137,15 @@ M.defaults = {
     -- fraction of the editor's, else columns or lines. A float: both.
     size = 0.4,
     -- The command of each agent, as a list (program, then arguments).
-    -- Claude Code starts in "default" permission mode: it then asks the
-    -- editor to review each edit (openDiff); its own default ("auto" in
-    -- 2.1) edits files without asking.
+    -- Claude Code starts in "default" permission mode and Qwen Code in
+    -- "default" approval mode: they then ask the editor to review each edit
+    -- (openDiff); their own defaults ("auto" in Claude Code 2.1 and Qwen
+    -- Code 0.24) edit files without asking.
     cmd = {
       amp = { "amp" },
       claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
-      qwen = { "qwen" },
+      qwen = { "qwen", "--approval-mode", "default" },
       opencode = { "opencode" },
     },
   },

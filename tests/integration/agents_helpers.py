@@ -373,3 +373,42 @@ def gemini_fake_responses(path: Path, turns: list[list[dict]]) -> Path:
 
 def gemini_argv(responses: Path) -> list[str]:
     return ["node", str(GEMINI), "--fake-responses-non-strict", str(responses)]
+
+
+# Qwen Code --------------------------------------------------------------------
+# Driven offline against tests/integration/openai_mock.py (OPENAI_BASE_URL).
+
+QWEN = ROOT / "tests" / "fixtures" / "agent-qwen" / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
+
+
+def qwen_available() -> bool:
+    return QWEN.is_file() and shutil.which("node") is not None and shutil.which("tmux") is not None
+
+
+def qwen_home(home: Path, base_url: str, ide: bool = True) -> dict[str, str]:
+    """A HOME for Qwen Code: OpenAI-compatible auth against `base_url` (a
+    local stand-in), the IDE integration on, no update check, no usage
+    statistics, and none of the background requests that would take the
+    scripted model turns (follow-up suggestions, auto-memory); returns the
+    environment to run it with."""
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    settings = {"ide": {"enabled": ide, "hasSeenNudge": True},
+                "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+                "general": {"enableAutoUpdate": False},
+                "ui": {"enableFollowupSuggestions": False, "enableUserFeedback": False},
+                "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+                "privacy": {"usageStatisticsEnabled": False}}
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "HOME": str(home),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "qwen-dummy-offline-key",
+        "OPENAI_MODEL": "m",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+def qwen_argv(*args: str) -> list[str]:
+    return ["node", str(QWEN), *args]

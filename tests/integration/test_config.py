@@ -49,7 +49,7 @@ DEFAULTS = {
         "position": "right",
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
-                "qwen": ["qwen"], "opencode": ["opencode"]},
+                "qwen": ["qwen", "--approval-mode", "default"], "opencode": ["opencode"]},
     },
     "openctx": {
         "enabled": True,
