@@ -2,9 +2,10 @@
 //! lockfile (`~/.claude/ide/<port>.lock`), MCP over the shared WebSocket
 //! loop (`serve::websocket`), and the selection it pushes.
 //!
-//! Its clients say who they are in `initialize` (`protocol::client_name`):
+//! Its clients say who they are in `initialize` (`protocol::client_kind`):
 //! each is announced by that name (events, statusline), at the latest
-//! [`NAME_DEADLINE`] after it connects.
+//! [`NAME_DEADLINE`] after it connects, and gets line numbers as it reads
+//! them (OpenCode from 1).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
+use super::protocol::{self, ClientKind, Lines, Lockfile, AUTH_HEADER, CLAUDE_CODE, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools;
 use crate::core::log;
 use crate::core::published::SelectionSnapshot;
@@ -42,7 +43,13 @@ pub struct ClaudeServer {
     pub port: u16,
     policy: Policy,
     pub lockfile: DiscoveryFile,
-    clients: Mutex<HashMap<u64, Outbox>>,
+    clients: Mutex<HashMap<u64, Peer>>,
+}
+
+/// Where a client's notifications go, and how it counts lines.
+struct Peer {
+    outbox: Outbox,
+    lines: Lines,
 }
 
 /// What the front-end keeps of one client; dropping it ends its pusher.
@@ -57,6 +64,8 @@ pub struct Client {
     /// Announces the client as Claude at NAME_DEADLINE unless it said who
     /// it is first; dropped once it did.
     naming: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Who it said it is (Claude Code until then).
+    kind: Mutex<ClientKind>,
 }
 
 impl Drop for Client {
@@ -71,7 +80,8 @@ impl Client {
     fn start_pushing(&self, again: bool) {
         let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
         if pusher.is_none() || again {
-            let task = push_selection(self.server.hub.clone(), self.outbox.clone());
+            let lines = self.kind.lock().unwrap_or_else(|p| p.into_inner()).lines;
+            let task = push_selection(self.server.hub.clone(), self.outbox.clone(), lines);
             // (Replacing the old pusher aborts it.)
             *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
         }
@@ -79,11 +89,15 @@ impl Client {
 
     /// The client said who it is (or its first message was not
     /// `initialize`): announced by that name, once.
-    fn name(&self, name: &'static str) {
+    fn name(&self, kind: ClientKind) {
         let Some(deadline) = self.naming.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
         drop(deadline);
-        if self.server.hub.name_client(self.owner, name) && name != AGENT.name {
-            log::info(format!("claude: client {} is {name}", self.owner.session));
+        *self.kind.lock().unwrap_or_else(|p| p.into_inner()) = kind;
+        if let Some(peer) = self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.owner.session) {
+            peer.lines = kind.lines;
+        }
+        if self.server.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
+            log::info(format!("claude: client {} is {}", self.owner.session, kind.name));
         }
     }
 }
@@ -122,11 +136,13 @@ impl ClaudeServer {
         self.lockfile.write(contents, sweep).await
     }
 
-    /// Queues a notification for every client; returns how many it reached.
-    pub fn broadcast(&self, method: &str, params: &Value) -> usize {
-        let text = mcp::notification(method, params);
+    /// Queues a notification for every client, its params as the client
+    /// counts lines; returns how many it reached.
+    pub fn broadcast(&self, method: &str, params: impl Fn(Lines) -> Value) -> usize {
+        let texts: HashMap<Lines, String> =
+            [Lines::FromZero, Lines::FromOne].into_iter().map(|l| (l, mcp::notification(method, &params(l)))).collect();
         let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.values().filter(|outbox| outbox.push(text.clone())).count()
+        clients.values().filter(|peer| peer.outbox.push(texts[&peer.lines].clone())).count()
     }
 }
 
@@ -158,7 +174,8 @@ impl Protocol for ClaudeServer {
     }
 
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, outbox.clone());
+        let peer = Peer { outbox: outbox.clone(), lines: CLAUDE_CODE.lines };
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, peer);
         let hub = self.hub.clone();
         let deadline = self.hub.spawn(async move {
             tokio::time::sleep(NAME_DEADLINE).await;
@@ -170,6 +187,7 @@ impl Protocol for ClaudeServer {
             outbox: outbox.clone(),
             pusher: Mutex::new(None),
             naming: Mutex::new(Some(AbortOnDrop(deadline))),
+            kind: Mutex::new(CLAUDE_CODE),
         }
     }
 
@@ -177,7 +195,7 @@ impl Protocol for ClaudeServer {
         let (id, method, params) = match mcp::decode(&text) {
             Ok(mcp::Incoming::Request { id, method, params }) => (id, method, params),
             Ok(mcp::Incoming::Notification { method, params }) => {
-                client.name(AGENT.name);
+                client.name(CLAUDE_CODE);
                 match method.as_str() {
                     // Once initialized, a client gets the selection: OpenCode
                     // sends nothing more.
@@ -197,7 +215,7 @@ impl Protocol for ClaudeServer {
             Err(bad) => return Some(mcp::error(&bad.id, bad.code, &bad.message).into()),
         };
         drop(text);
-        client.name(if method == "initialize" { protocol::client_name(&params) } else { AGENT.name });
+        client.name(if method == "initialize" { protocol::client_kind(&params) } else { CLAUDE_CODE });
         // A client that skipped notifications/initialized gets the
         // selection once it lists the tools.
         if method == "tools/list" {
@@ -237,7 +255,7 @@ pub async fn accept(listener: TcpListener, server: Arc<ClaudeServer>) {
 /// Sends `selection_changed` from the one published selection: at once,
 /// then on every change, at most one per `selection_interval_ms`, newest
 /// state only (a slow client skips states, never queues them).
-async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
+async fn push_selection(hub: Arc<Hub>, outbox: Outbox, lines: Lines) {
     let interval = Duration::from_millis(hub.options.selection_interval_ms);
     let mut selection = hub.state.subscribe_selection();
     selection.mark_changed();
@@ -266,7 +284,10 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        let text = state.encoded("claude", |raw| mcp::notification("selection_changed", &protocol::selection(raw)));
+        // One encoding per way of counting lines, shared by every client.
+        let key = if lines == Lines::FromOne { "opencode" } else { "claude" };
+        let text =
+            state.encoded(key, |raw| mcp::notification("selection_changed", &protocol::selection_for(raw, lines)));
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if !outbox.send(text.to_string()).await {
             return;
@@ -335,8 +356,8 @@ impl FrontEnd for ClaudeServer {
         }
     }
 
-    /// `at_mentioned`: lines are 0-based, end inclusive.
+    /// `at_mentioned`: lines `first..=last` (0-based), each client's way.
     fn mention(&self, path: &std::path::Path, first: usize, last: usize) -> usize {
-        self.broadcast("at_mentioned", &protocol::at_mentioned(path, first, last))
+        self.broadcast("at_mentioned", |lines| protocol::at_mentioned(path, first, last, lines))
     }
 }
