@@ -379,6 +379,8 @@ def gemini_argv(responses: Path) -> list[str]:
 # Driven offline against tests/integration/openai_mock.py (OPENAI_BASE_URL).
 
 QWEN = ROOT / "tests" / "fixtures" / "agent-qwen" / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
+# Its `qwen` command (a Node script).
+QWEN_BIN = ROOT / "tests" / "fixtures" / "agent-qwen" / "node_modules" / ".bin" / "qwen"
 
 
 def qwen_available() -> bool:

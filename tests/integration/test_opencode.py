@@ -154,6 +154,14 @@ needs_opencode = pytest.mark.skipif(not ah.opencode_available(),
                                     reason="needs tests/fixtures/agent-opencode (npm ci)")
 
 
+@needs_opencode
+def test_checkhealth_names_the_opencode_cli_and_its_version(nvim_factory):
+    ed = nvim_factory(terminal={"cmd": {"opencode": [str(ah.OPENCODE)]}})
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert f"opencode (OpenCode) 1.18.33: {ah.OPENCODE}" in health, health
+
+
 def screen(ed, buf) -> str:
     return "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf))
 

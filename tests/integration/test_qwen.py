@@ -178,6 +178,22 @@ def test_open_diff_accepted_with_a_tweak_or_rejected_through_the_review(nvim_fac
     assert f.read_text() == "one\ntwo\nthree\n"
 
 
+def test_checkhealth_names_the_qwen_cli_and_its_version(nvim_factory, amp_env):
+    """`:checkhealth amp` runs terminal.cmd.qwen's program with --version
+    (the pinned Qwen Code when it is installed), or says it is missing."""
+    qwen = ah.QWEN_BIN if ah.qwen_available() else None
+    ed = nvim_factory(terminal={"cmd": {"qwen": [str(qwen) if qwen else "no-such-qwen"]}})
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    if qwen:
+        assert f"qwen (Qwen Code) 0.24.4: {qwen}" in health, health
+    ed.lua("require('amp').setup({ terminal = { cmd = { qwen = { 'no-such-qwen' } } } })")
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert ("qwen (Qwen Code): `no-such-qwen` is not on PATH; :Amp open qwen needs it "
+            "(npm install -g @qwen-code/qwen-code, or set terminal.cmd.qwen)") in health, health
+
+
 # The real Qwen Code ----------------------------------------------------------
 
 needs_qwen = pytest.mark.skipif(not ah.qwen_available(),
