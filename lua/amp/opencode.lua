@@ -68,7 +68,11 @@ function M.before_start(cwd)
   vim.uv.fs_utime(own, now, now)
   if others > 0 then
     local who = others == 1 and "another editor serves" or ("%d other editors serve"):format(others)
-    H.warn(("amp: opencode attaches to this Neovim, but %s this folder too: it may take that one when it reconnects"):format(who))
+    H.warn(
+      ("amp: opencode attaches to this Neovim, but %s this folder too: it may take that one when it reconnects"):format(
+        who
+      )
+    )
   end
 end
 
