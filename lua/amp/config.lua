@@ -26,7 +26,7 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean, mcp: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -48,9 +48,11 @@ M.defaults = {
   -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
   -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port;
   -- `gemini` (Gemini CLI) writes $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json
-  -- and opens another (:help amp-gemini); `mcp` serves the editor's tools
-  -- to any agent over MCP (:help amp-mcp). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false, mcp = false },
+  -- and opens another (:help amp-gemini); `qwen` (Qwen Code) writes
+  -- ~/.qwen/ide/<port>.lock ($QWEN_HOME/ide/) and opens another (:help
+  -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
+  -- (:help amp-mcp). Each is off unless asked for.
+  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -136,13 +138,15 @@ M.defaults = {
     -- fraction of the editor's, else columns or lines. A float: both.
     size = 0.4,
     -- The command of each agent, as a list (program, then arguments).
-    -- Claude Code starts in "default" permission mode: it then asks the
-    -- editor to review each edit (openDiff); its own default ("auto" in
-    -- 2.1) edits files without asking.
+    -- Claude Code starts in "default" permission mode and Qwen Code in
+    -- "default" approval mode: they then ask the editor to review each edit
+    -- (openDiff); their own defaults ("auto" in Claude Code 2.1 and Qwen
+    -- Code 0.24) edit files without asking.
     cmd = {
       amp = { "amp" },
       claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
+      qwen = { "qwen", "--approval-mode", "default" },
       opencode = { "opencode" },
       -- Agents without an attach protocol of their own: they get the
       -- editor's tools over MCP (agents.mcp; :help amp-mcp).
@@ -180,7 +184,7 @@ M.defaults = {
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "opencode" }
+M.terminal_agents = { "amp", "claude", "gemini", "qwen", "opencode" }
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -290,6 +294,7 @@ function M.validate(config)
     { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
     { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
+    { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
     { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
@@ -387,6 +392,7 @@ function M.validate(config)
     { "terminal.cmd.amp", config.terminal.cmd.amp, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.claude", config.terminal.cmd.claude, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.qwen", config.terminal.cmd.qwen, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {

@@ -36,6 +36,7 @@ function M.check()
   health.start("amp.nvim-rs: optional tools")
   H.check_amp_cli()
   H.check_node()
+  require("amp.agent_cli").check(health)
 
   health.start("amp.nvim-rs: OpenCtx")
   H.check_openctx()

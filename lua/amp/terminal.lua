@@ -76,6 +76,7 @@ M.args = {
   amp = { "threads", "continue", "new", "--mode", "--no-ide" },
   claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
   gemini = { "--resume", "latest", "--model", "--approval-mode" },
+  qwen = { "--continue", "--resume", "--model", "--approval-mode" },
   opencode = { "--continue", "--session", "--model" },
 }
 
@@ -167,19 +168,25 @@ M.submit_delay_ms = 100
 
 --- The environment a terminal of `agent` starts with: the variables that
 --- attach it to this Neovim (lua/amp/core.lua's agent_env, for the agent's
---- protocol). Neovim adds $NVIM itself.
+--- protocol). Neovim adds $NVIM itself. OpenCode's terminal gets its port
+--- variables empty: with one set it dials that port without the token,
+--- which is refused; without, it reads this Neovim's Claude lockfile and
+--- sends the token (lua/amp/opencode.lua).
 ---@param agent string
 ---@return table<string, string>
 function M.env(agent)
   local all = require("amp.core").agent_env()
   local names = ({
     claude = { "CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
-    opencode = { "CLAUDE_CODE_SSE_PORT", "OPENCODE_EDITOR_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
     gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH", "GEMINI_CLI_IDE_PID" },
+    qwen = { "QWEN_CODE_IDE_SERVER_PORT", "QWEN_CODE_IDE_WORKSPACE_PATH" },
   })[agent] or {}
   local env = {}
   for _, name in ipairs(names) do
     env[name] = all[name]
+  end
+  if agent == "opencode" then
+    env = require("amp.opencode").env()
   end
   if next(env) then
     env.no_proxy, env.NO_PROXY = all.no_proxy, all.NO_PROXY
@@ -195,8 +202,12 @@ function H.start(agent, config, old, args)
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
-  if not H.warn_unattached(agent) and agent == "amp" then
-    H.warn_shared_folder()
+  if not H.warn_unattached(agent) then
+    if agent == "amp" then
+      H.warn_shared_folder()
+    elseif agent == "opencode" then
+      require("amp.opencode").before_start(vim.fn.getcwd())
+    end
   end
   local buf = vim.api.nvim_create_buf(false, true)
   local old_win = old and vim.api.nvim_buf_is_valid(old.buf) and H.window_of(old.buf)
@@ -314,7 +325,7 @@ end
 
 -- The protocol each agent attaches with; any other gets the editor's
 -- tools over MCP (agents.mcp).
-H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" }
+H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen" }
 
 -- Whether this Neovim serves the front-end `id`.
 function H.serves(id)

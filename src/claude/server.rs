@@ -1,6 +1,11 @@
 //! The Claude Code front-end (also OpenCode's TUI): its port, token and
 //! lockfile (`~/.claude/ide/<port>.lock`), MCP over the shared WebSocket
 //! loop (`serve::websocket`), and the selection it pushes.
+//!
+//! Its clients say who they are in `initialize` (`protocol::client_kind`):
+//! each is announced by that name (events, statusline), at the latest
+//! [`NAME_DEADLINE`] after it connects, and gets line numbers as it reads
+//! them (OpenCode from 1).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
+use super::protocol::{self, ClientKind, Lines, Lockfile, AUTH_HEADER, CLAUDE_CODE, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools;
 use crate::core::log;
 use crate::core::published::SelectionSnapshot;
@@ -29,13 +34,21 @@ pub const AGENT: Agent = Agent { id: "claude", name: "Claude" };
 
 /// When the selection is sent again after a client connects (see [`push_selection`]).
 const RESEND_AFTER_CONNECT: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(2000)];
+/// A client that has not said who it is by then is announced as Claude.
+const NAME_DEADLINE: Duration = Duration::from_secs(1);
 
 pub struct ClaudeServer {
     pub hub: Arc<Hub>,
     pub port: u16,
     policy: Policy,
     pub lockfile: DiscoveryFile,
-    clients: Mutex<HashMap<u64, Outbox>>,
+    clients: Mutex<HashMap<u64, Peer>>,
+}
+
+/// Where a client's notifications go, and how it counts lines.
+struct Peer {
+    outbox: Outbox,
+    lines: Lines,
 }
 
 /// What the front-end keeps of one client; dropping it ends its pusher.
@@ -43,9 +56,15 @@ pub struct Client {
     server: Arc<ClaudeServer>,
     owner: Owner,
     outbox: Outbox,
-    /// Started by `ide_connected` (Claude Code) or `tools/list` (clients
-    /// that send no ide_connected).
+    /// Started by `notifications/initialized` (OpenCode sends nothing
+    /// more), `tools/list`, and started again by `ide_connected` (Claude
+    /// Code, whose handler comes a moment after it: see RESEND_AFTER_CONNECT).
     pusher: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Announces the client as Claude at NAME_DEADLINE unless it said who
+    /// it is first; dropped once it did.
+    naming: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Who it said it is (Claude Code until then).
+    kind: Mutex<ClientKind>,
 }
 
 impl Drop for Client {
@@ -55,11 +74,29 @@ impl Drop for Client {
 }
 
 impl Client {
-    fn start_pushing(&self) {
+    /// Starts the selection pusher unless it runs; `again`: starts it anew
+    /// (the state now at once, then the resends after it).
+    fn start_pushing(&self, again: bool) {
         let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
-        if pusher.is_none() {
-            let task = push_selection(self.server.hub.clone(), self.outbox.clone());
+        if pusher.is_none() || again {
+            let lines = self.kind.lock().unwrap_or_else(|p| p.into_inner()).lines;
+            let task = push_selection(self.server.hub.clone(), self.outbox.clone(), lines);
+            // (Replacing the old pusher aborts it.)
             *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
+        }
+    }
+
+    /// The client said who it is (or its first message was not
+    /// `initialize`): announced by that name, once.
+    fn name(&self, kind: ClientKind) {
+        let Some(deadline) = self.naming.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        drop(deadline);
+        *self.kind.lock().unwrap_or_else(|p| p.into_inner()) = kind;
+        if let Some(peer) = self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.owner.session) {
+            peer.lines = kind.lines;
+        }
+        if self.server.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
+            log::info(format!("claude: client {} is {}", self.owner.session, kind.name));
         }
     }
 }
@@ -98,11 +135,13 @@ impl ClaudeServer {
         self.lockfile.write(contents, sweep).await
     }
 
-    /// Queues a notification for every client; returns how many it reached.
-    pub fn broadcast(&self, method: &str, params: &Value) -> usize {
-        let text = mcp::notification(method, params);
+    /// Queues a notification for every client, its params as the client
+    /// counts lines; returns how many it reached.
+    pub fn broadcast(&self, method: &str, params: impl Fn(Lines) -> Value) -> usize {
+        let texts: HashMap<Lines, String> =
+            [Lines::FromZero, Lines::FromOne].into_iter().map(|l| (l, mcp::notification(method, &params(l)))).collect();
         let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.values().filter(|outbox| outbox.push(text.clone())).count()
+        clients.values().filter(|peer| peer.outbox.push(texts[&peer.lines].clone())).count()
     }
 }
 
@@ -129,21 +168,45 @@ impl Protocol for ClaudeServer {
         (CloseCode::Policy, "Authentication failed")
     }
 
+    fn names_clients(&self) -> bool {
+        true
+    }
+
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, outbox.clone());
-        Client { server: self.clone(), owner, outbox: outbox.clone(), pusher: Mutex::new(None) }
+        let peer = Peer { outbox: outbox.clone(), lines: CLAUDE_CODE.lines };
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, peer);
+        let hub = self.hub.clone();
+        let deadline = self.hub.spawn(async move {
+            tokio::time::sleep(NAME_DEADLINE).await;
+            hub.name_client(owner, AGENT.name);
+        });
+        Client {
+            server: self.clone(),
+            owner,
+            outbox: outbox.clone(),
+            pusher: Mutex::new(None),
+            naming: Mutex::new(Some(AbortOnDrop(deadline))),
+            kind: Mutex::new(CLAUDE_CODE),
+        }
     }
 
     async fn message(self: &Arc<Self>, client: &Arc<Client>, text: String, held: &mut Held) -> Option<Outgoing> {
         let (id, method, params) = match mcp::decode(&text) {
             Ok(mcp::Incoming::Request { id, method, params }) => (id, method, params),
-            // The selection is pushed from ide_connected on (and sent again
-            // shortly after: see RESEND_AFTER_CONNECT).
             Ok(mcp::Incoming::Notification { method, params }) => {
-                if method == "ide_connected" {
-                    let pid = params.get("pid").and_then(Value::as_u64);
-                    log::info(format!("claude: ide_connected from pid {pid:?}"));
-                    client.start_pushing();
+                client.name(CLAUDE_CODE);
+                match method.as_str() {
+                    // Once initialized, a client gets the selection: OpenCode
+                    // sends nothing more.
+                    "notifications/initialized" => client.start_pushing(false),
+                    // Claude Code's handler comes a moment after ide_connected:
+                    // the pusher starts anew from here (RESEND_AFTER_CONNECT).
+                    "ide_connected" => {
+                        let pid = params.get("pid").and_then(Value::as_u64);
+                        log::info(format!("claude: ide_connected from pid {pid:?}"));
+                        client.start_pushing(true);
+                    }
+                    _ => {}
                 }
                 return None;
             }
@@ -151,10 +214,11 @@ impl Protocol for ClaudeServer {
             Err(bad) => return Some(mcp::error(&bad.id, bad.code, &bad.message).into()),
         };
         drop(text);
-        // Clients that send no ide_connected (OpenCode) get the selection
-        // once they list the tools.
+        client.name(if method == "initialize" { protocol::client_kind(&params) } else { CLAUDE_CODE });
+        // A client that skipped notifications/initialized gets the
+        // selection once it lists the tools.
         if method == "tools/list" {
-            client.start_pushing();
+            client.start_pushing(false);
         }
         // openDiff waits for the user: its bytes now belong to the review.
         if method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("openDiff") {
@@ -184,7 +248,7 @@ impl Protocol for ClaudeServer {
 /// Sends `selection_changed` from the one published selection: at once,
 /// then on every change, at most one per `selection_interval_ms`, newest
 /// state only (a slow client skips states, never queues them).
-async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
+async fn push_selection(hub: Arc<Hub>, outbox: Outbox, lines: Lines) {
     let interval = Duration::from_millis(hub.options.selection_interval_ms);
     let mut selection = hub.state.subscribe_selection();
     selection.mark_changed();
@@ -213,7 +277,10 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        let text = state.encoded("claude", |raw| mcp::notification("selection_changed", &protocol::selection(raw)));
+        // One encoding per way of counting lines, shared by every client.
+        let key = if lines == Lines::FromOne { "opencode" } else { "claude" };
+        let text =
+            state.encoded(key, |raw| mcp::notification("selection_changed", &protocol::selection_for(raw, lines)));
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if !outbox.send(text.to_string()).await {
             return;
@@ -254,13 +321,12 @@ impl FrontEnd for ClaudeServer {
         status
     }
 
-    /// Claude Code and OpenCode attach to the editor whose port this is.
+    /// Claude Code attaches to the editor whose port this is.
+    /// (`OPENCODE_EDITOR_SSE_PORT` is not set: OpenCode dials a port it is
+    /// given without the token, which is refused; it finds the lockfile
+    /// instead, see lua/amp/opencode.lua.)
     fn terminal_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("CLAUDE_CODE_SSE_PORT", self.port.to_string()),
-            ("OPENCODE_EDITOR_SSE_PORT", self.port.to_string()),
-            ("ENABLE_IDE_INTEGRATION", "true".into()),
-        ]
+        vec![("CLAUDE_CODE_SSE_PORT", self.port.to_string()), ("ENABLE_IDE_INTEGRATION", "true".into())]
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
@@ -273,8 +339,8 @@ impl FrontEnd for ClaudeServer {
         }
     }
 
-    /// `at_mentioned`: lines are 0-based, end inclusive.
+    /// `at_mentioned`: lines `first..=last` (0-based), each client's way.
     fn mention(&self, path: &std::path::Path, first: usize, last: usize) -> usize {
-        self.broadcast("at_mentioned", &protocol::at_mentioned(path, first, last))
+        self.broadcast("at_mentioned", |lines| protocol::at_mentioned(path, first, last, lines))
     }
 }

@@ -18,7 +18,7 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False, "gemini": False, "mcp": False},
+    "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False},
     "notify": {"connections": True},
     "review": {
         "edit_file": False,
@@ -49,6 +49,7 @@ DEFAULTS = {
         "position": "right",
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
+                "qwen": ["qwen", "--approval-mode", "default"],
                 "opencode": ["opencode"], "cursor": ["cursor-agent"], "crush": ["crush"],
                 "goose": ["goose", "session"], "kiro": ["kiro-cli", "chat"]},
     },
@@ -221,7 +222,7 @@ INVALID = [
     ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
     ("{ terminal = { default = 'nano' } }",
      'amp: setup: terminal.default must be an agent named in terminal.cmd '
-     '(amp|claude|gemini|opencode|crush|cursor|goose|kiro), got "nano"'),
+     '(amp|claude|gemini|qwen|opencode|crush|cursor|goose|kiro), got "nano"'),
     ("{ terminal = { cmd = { aider = 'aider' } } }",
      'amp: setup: terminal.cmd.aider must be a non-empty list of strings, got "aider"'),
     ("{ terminal = { position = 'middle' } }",

@@ -1,5 +1,5 @@
 """One suite of limits and abuse, run against every front-end (Amp, Claude
-Code, Gemini CLI): the same serving layer must give each the same outcome.
+Code, Gemini CLI, Qwen Code): the same serving layer must give each the same outcome.
 Each test is parametrized over the agents; a front-end's own client
 speaks its own transport (WebSocket with the token in the query or in a
 header, MCP over HTTP with a bearer token), and the outcome is compared in
@@ -30,9 +30,11 @@ from conftest import wait_for
 from mcp_clients import Events, Http, Mcp, handshake
 from review_helpers import proposals, wait_proposals
 
-AGENTS = ["amp", "claude", "gemini", "mcp"]
-# The front-ends over MCP Streamable HTTP with a bearer token.
-HTTP = ("gemini", "mcp")
+AGENTS = ["amp", "claude", "gemini", "qwen", "mcp"]
+# The front-ends over MCP Streamable HTTP with a bearer token (the
+# IDE-companion front-end's flavors and the MCP server); the others speak
+# WebSocket.
+HTTP = ("gemini", "qwen", "mcp")
 CLAUDE_HEADER = "x-claude-code-ide-authorization"
 
 
@@ -205,7 +207,7 @@ def server_closes(sock: socket.socket, timeout: float) -> bool:
 
 
 def setup_for(agent: str, tmp, **extra) -> dict:
-    agents = {a: agent == a for a in AGENTS}
+    agents = {a: a == agent for a in AGENTS}
     opts = {"agents": agents, "_wait": agent == "amp", "_extra_env": {"TMPDIR": str(tmp)}}
     opts.update(extra)
     return opts
@@ -472,7 +474,7 @@ def test_the_byte_budget_makes_clients_wait_never_fail(front_factory, agent):
             return all("result" in r for r in got.values())
         statuses = []
         for _ in range(6):
-            conn, resp = c.send("POST", sized_request("gemini", size), headers={"Mcp-Session-Id": c.session})
+            conn, resp = c.send("POST", sized_request(agent, size), headers={"Mcp-Session-Id": c.session})
             statuses.append(resp.status)
             resp.read()
             conn.close()
@@ -642,7 +644,7 @@ def test_proposals_waiting_for_the_user_leave_the_connection_answering(front_fac
     front = front_factory(agent, **extra)
     ed = front.ed
     client = front.connect()
-    events = Events(client) if agent == "gemini" else None
+    events = Events(client) if agent in HTTP else None
     paths = []
     for i in range(33):
         p = ed.env.workspace / f"f{i}.txt"
@@ -688,7 +690,7 @@ def test_every_agent_is_registered_by_name_in_events_and_the_statusline(front_fa
         vim.api.nvim_create_autocmd('User', { pattern = { 'AmpClientConnected', 'AmpClientDisconnected' },
           callback = function(ev) table.insert(_G.seen, { ev.match, ev.data.agent, ev.data.name }) end })
     """)
-    name = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini", "mcp": "MCP"}[agent]
+    name = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini", "qwen": "Qwen", "mcp": "MCP"}[agent]
     client = front.connect()
     stream = Events(client) if agent in HTTP else None
     wait_for(lambda: ed.lua("return require('amp').statusline()") == f"amp: 1 agent ({name})", 5,
@@ -716,7 +718,8 @@ def test_a_disabled_agent_binds_nothing_writes_nothing_and_is_reported_off(nvim_
     status = ed.lua("return require('amp').status()")
     assert status["agents"][agent] == {"enabled": False}, status["agents"][agent]
     dirs = {"amp": amp_env.lockfile_dir, "claude": amp_env.home / ".claude" / "ide",
-            "gemini": tmp / "gemini" / "ide", "mcp": amp_env.data_home / "amp" / "mcp"}
+            "gemini": tmp / "gemini" / "ide", "qwen": amp_env.home / ".qwen" / "ide",
+            "mcp": amp_env.data_home / "amp" / "mcp"}
     assert not dirs[agent].exists() or not any(dirs[agent].iterdir()), list(dirs[agent].iterdir())
     if agent == "amp":
         assert status.get("port") in (None, ) and status.get("lockfile") in (None, ), status
