@@ -7,7 +7,7 @@
 //! - `serve`: the serving layer every agent front-end stands on (listeners,
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
-//! - `amp`, `claude`, `gemini` (with `mcp`) and `openctx`: the protocols,
+//! - `amp`, `claude`, `gemini` (with `mcp`), `mcp_server`, `tap` and `openctx`: the protocols,
 //!   which use `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
@@ -22,5 +22,6 @@ pub mod mcp_server;
 pub mod nvim;
 pub mod openctx;
 pub mod serve;
+pub mod tap;
 #[cfg(test)]
 mod testutil;

@@ -29,6 +29,7 @@ const FRONT_ENDS: &[(&str, Start)] = &[
     ("claude", crate::claude::server::start),
     ("gemini", crate::gemini::server::start),
     ("mcp", crate::mcp_server::server::start),
+    ("tap", crate::tap::client::start),
 ];
 
 struct Session {
