@@ -269,7 +269,8 @@ impl TapClient {
                 }
             }
             Action::Run { id, tool, args } => {
-                let running = Running { stop: CancellationToken::new(), why: Arc::new(Mutex::new(ReviewEnd::Disconnected)) };
+                let running =
+                    Running { stop: CancellationToken::new(), why: Arc::new(Mutex::new(ReviewEnd::Disconnected)) };
                 let (stop, why, hub, results) =
                     (running.stop.clone(), running.why.clone(), self.hub.clone(), conn.results.clone());
                 conn.calls.insert(id.clone(), running);

@@ -26,8 +26,12 @@ pub enum Phase {
     /// `auth` or `auth.confirm` sent; `sessions` comes on success.
     AwaitSessions,
     Unbound,
-    AwaitAck { session: String },
-    Bound { session: String },
+    AwaitAck {
+        session: String,
+    },
+    Bound {
+        session: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -36,18 +40,37 @@ pub enum Action {
     /// Tell the user to type the code Copilot shows (`:Amp tap pair`).
     AskCode,
     /// One line for the user.
-    Tell { error: bool, message: String },
+    Tell {
+        error: bool,
+        message: String,
+    },
     Log(String),
     /// Bound to a Copilot session: the tap is connected for the user.
-    Bound { session: String, label: String, provider_id: String },
+    Bound {
+        session: String,
+        label: String,
+        provider_id: String,
+    },
     /// No longer bound: every call is cancelled (its reviews closed), the
     /// tap is disconnected for the user.
-    Unbound { why: String },
-    Run { id: String, tool: String, args: Map<String, Value> },
+    Unbound {
+        why: String,
+    },
+    Run {
+        id: String,
+        tool: String,
+        args: Map<String, Value>,
+    },
     /// Stop call `id`; its reviews close for `why`.
-    Cancel { id: String, why: ReviewEnd },
+    Cancel {
+        id: String,
+        why: ReviewEnd,
+    },
     /// Close the connection; reconnect after the backoff unless `give_up`.
-    Close { reason: String, give_up: bool },
+    Close {
+        reason: String,
+        give_up: bool,
+    },
 }
 
 pub struct Machine {
@@ -118,9 +141,7 @@ impl Machine {
         match &self.phase {
             Phase::Disconnected => "not connected".into(),
             Phase::AwaitAuth => "authenticating".into(),
-            Phase::AwaitPairing => {
-                "pairing: run :Amp tap pair and type the code the Copilot session shows".into()
-            }
+            Phase::AwaitPairing => "pairing: run :Amp tap pair and type the code the Copilot session shows".into(),
             Phase::AwaitSessions => "checking the pairing code".into(),
             Phase::Unbound => self.note.clone(),
             Phase::AwaitAck { session } => format!("binding to Copilot session {session}"),
@@ -334,7 +355,10 @@ impl Machine {
                 // A restarted gateway knows no token it issued before.
                 self.token = None;
                 self.reconnect = None;
-                close("the tap gateway no longer accepts this editor's token (AUTH_FAILED): pairing again".into(), false)
+                close(
+                    "the tap gateway no longer accepts this editor's token (AUTH_FAILED): pairing again".into(),
+                    false,
+                )
             }
             "AUTH_FAILED" if self.phase == Phase::AwaitSessions => close(
                 "wrong pairing code (AUTH_FAILED): run :Amp tap pair again with the new code Copilot shows".into(),
@@ -385,7 +409,12 @@ mod tests {
     fn sessions(list: &[(&str, &str)]) -> In {
         let active = list
             .iter()
-            .map(|(id, cwd)| CopilotSession { id: (*id).into(), label: format!("L{id}"), cwd: Some((*cwd).into()), foreground: false })
+            .map(|(id, cwd)| CopilotSession {
+                id: (*id).into(),
+                label: format!("L{id}"),
+                cwd: Some((*cwd).into()),
+                foreground: false,
+            })
             .collect();
         In::Sessions { token: None, active }
     }

@@ -50,7 +50,8 @@ pub fn check_code(typed: &str) -> Result<String, String> {
 /// `:Amp tap pair`: the code to the connection waiting for it.
 pub fn submit(typed: &str) -> Result<(), String> {
     let code = check_code(typed)?;
-    let pairing = current().clone().ok_or("the tap gateway is not enabled (agents.tap) or the server is not running")?;
+    let pairing =
+        current().clone().ok_or("the tap gateway is not enabled (agents.tap) or the server is not running")?;
     if !pairing.waiting.swap(false, Ordering::SeqCst) {
         return Err("no pairing is waiting for a code (see :Amp tap)".into());
     }

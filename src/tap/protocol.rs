@@ -56,12 +56,33 @@ pub struct CopilotSession {
 pub enum In {
     AuthPairing,
     /// `sessions` or `sessions.updated`; `token` after pairing.
-    Sessions { token: Option<String>, active: Vec<CopilotSession> },
-    HelloAck { provider_id: String, reconnect_token: Option<String>, protocol_version: Option<u64> },
-    Error { code: String, message: String },
-    ToolCall { id: String, session: Option<String>, tool: String, args: Map<String, Value> },
-    ToolCancel { id: String, reason: String },
-    Lifecycle { session: String, state: String },
+    Sessions {
+        token: Option<String>,
+        active: Vec<CopilotSession>,
+    },
+    HelloAck {
+        provider_id: String,
+        reconnect_token: Option<String>,
+        protocol_version: Option<u64>,
+    },
+    Error {
+        code: String,
+        message: String,
+    },
+    ToolCall {
+        id: String,
+        session: Option<String>,
+        tool: String,
+        args: Map<String, Value>,
+    },
+    ToolCancel {
+        id: String,
+        reason: String,
+    },
+    Lifecycle {
+        session: String,
+        state: String,
+    },
     /// `ack`, and every type this provider does not use (`gate.check`,
     /// `session.event`, ...) or does not know.
     Ignored(String),
@@ -158,7 +179,13 @@ pub fn tools(review_timeout: Duration) -> Value {
     Value::Array(tools)
 }
 
-pub fn hello(session: &str, instance: &str, reconnect_token: Option<&str>, tools: &Value, workspace: &[String]) -> Value {
+pub fn hello(
+    session: &str,
+    instance: &str,
+    reconnect_token: Option<&str>,
+    tools: &Value,
+    workspace: &[String],
+) -> Value {
     let mut hello = json!({
         "type": "hello",
         "name": PROVIDER_NAME,
@@ -267,12 +294,15 @@ mod tests {
 
     #[test]
     fn messages_parse_unknown_ones_are_ignored_and_bad_ones_say_why() {
-        let m = parse(r#"{"type":"sessions","token":"t","active":[{"id":"a","cwd":"/w","extra":1},{"label":"no id"}]}"#);
+        let m =
+            parse(r#"{"type":"sessions","token":"t","active":[{"id":"a","cwd":"/w","extra":1},{"label":"no id"}]}"#);
         assert_eq!(m, Ok(In::Sessions { token: Some("t".into()), active: vec![session("a", Some("/w"), false)] }));
         assert_eq!(parse(r#"{"type":"gate.check","callId":"g"}"#), Ok(In::Ignored("gate.check".into())));
         assert_eq!(parse(r#"{"type":"ack","requestId":"r"}"#), Ok(In::Ignored("ack".into())));
         let call = parse(r#"{"type":"tool.call","id":"c1","sessionId":"a","tool":"read_file","args":{"path":"x"}}"#);
-        assert!(matches!(call, Ok(In::ToolCall { ref id, ref tool, ref args, .. }) if id == "c1" && tool == "read_file" && args["path"] == "x"));
+        assert!(
+            matches!(call, Ok(In::ToolCall { ref id, ref tool, ref args, .. }) if id == "c1" && tool == "read_file" && args["path"] == "x")
+        );
         assert!(parse("{").unwrap_err().0.starts_with("not JSON"));
         assert_eq!(parse(r#"{"id":"x"}"#), Err(Malformed("a message without a type".into())));
         assert_eq!(parse(r#"{"type":"tool.call","tool":"x"}"#), Err(Malformed("tool.call without id".into())));
