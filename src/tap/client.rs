@@ -32,6 +32,7 @@ use crate::serve::budget::{Held, Share};
 use crate::serve::front_end::{Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
 use crate::serve::registry::{Agent, Connection};
+use crate::serve::write_deadline::WRITE_TIMEOUT;
 
 pub const AGENT: Agent = Agent { id: "tap", name: "Tap" };
 
@@ -202,7 +203,7 @@ impl TapClient {
                 Some((id, text)) = results.recv() => {
                     conn.calls.remove(&id);
                     if machine.call_done(&id) {
-                        if let Err(e) = sink.send(Message::Text(text)).await {
+                        if let Err(e) = send_text(&mut sink, text).await {
                             log::info(format!("tap: connection lost: {}", one_line(&e.to_string())));
                             break Ended::Retry;
                         }
@@ -331,7 +332,23 @@ where
         log::warn(format!("tap: a {}-byte message not sent (over {MAX_OUT_BYTES})", text.len()));
         return Ok(());
     }
-    sink.send(Message::Text(text)).await
+    send_text(sink, text).await
+}
+
+/// Sends `text`, failing when the gateway has not read it within
+/// `WRITE_TIMEOUT` (a gateway that stopped reading is left, and connected
+/// to again).
+async fn send_text<S>(sink: &mut S, text: String) -> Result<(), WsError>
+where
+    S: futures_util::Sink<Message, Error = WsError> + Unpin,
+{
+    match tokio::time::timeout(WRITE_TIMEOUT, sink.send(Message::Text(text))).await {
+        Ok(sent) => sent,
+        Err(_) => Err(WsError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the gateway read nothing for {} s", WRITE_TIMEOUT.as_secs()),
+        ))),
+    }
 }
 
 fn one_line(s: &str) -> String {

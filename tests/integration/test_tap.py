@@ -137,6 +137,16 @@ def test_pairing_binding_and_the_token_on_reconnect(nvim_factory, gateway, amp_e
     wait_for(lambda: "amp: Tap connected" in messages(ed), 10, "the connection notice")
     ed.nvim.command("Amp tap")
     assert messages(ed)[-1] == "amp: tap: connected to Copilot session fix the parser (mine)"
+    ed.nvim.command("Amp status")
+    assert messages(ed)[-1].startswith("amp: running, tap connected, "), messages(ed)[-1]
+    # (:checkhealth last: it leaves its buffer current.)
+    ed.nvim.command("tabnew")
+    ed.nvim.command("checkhealth amp")
+    health = ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    assert any("OK" in line and f"tap: connected to Copilot session fix the parser (mine) ({gateway.url})" in line
+               for line in health), health
+    assert any("OK" in line and "a client of the tap gateway only" in line for line in health), health
+    ed.nvim.command("tabclose")
     issued = next(iter(gateway.tokens))
     # The connection drops: the issued token (no pairing), then the reconnectToken.
     first_id, reconnect_token = p.provider_id, p.reconnect_token
