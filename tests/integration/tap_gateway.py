@@ -152,6 +152,10 @@ class Gateway:
     def send_raw(self, provider: Provider, text: str) -> None:
         self._run(provider.ws.send(text))
 
+    def pause_reading(self, provider: Provider) -> None:
+        """The gateway stops reading what `provider` sends (it still writes)."""
+        self._loop.call_soon_threadsafe(provider.ws.transport.pause_reading)
+
     def drop_connections(self) -> None:
         """Every provider connection drops (the network, not the gateway):
         tokens and reconnect tokens stay valid."""

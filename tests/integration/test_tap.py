@@ -288,6 +288,10 @@ def test_a_dropped_connection_and_a_restarted_gateway(nvim_factory, gateway, amp
     assert fresh.provider_id != p.provider_id
     assert text_of(gateway.call_sync("read_file", {"path": "a.txt"})) == "a\n"
     assert gateway.late_results == []
+    # :Amp stop: goodbye, and the connection closes.
+    ed.nvim.command("Amp stop")
+    wait_for(lambda: not gateway.bound(), 10, "the provider to leave")
+    assert [m for c, m in gateway.received if c == fresh.conn][-1] == {"type": "goodbye", "reason": "Neovim is closing"}
 
 
 def test_limits_calls_in_flight_and_message_size(nvim_factory, gateway, amp_env):
@@ -324,6 +328,25 @@ def test_limits_calls_in_flight_and_message_size(nvim_factory, gateway, amp_env)
     assert all(f.result(5)["errorCode"] == "DISCONNECTED" for f in waiting[1:])
 
 
+def test_a_gateway_that_stops_reading_is_left_after_the_write_timeout(nvim_factory, gateway, amp_env):
+    ws = amp_env.workspace
+    (ws / "big.txt").write_text("x" * 99 + "\n" * 1 + ("y" * 99 + "\n") * 39_999)  # 4 MB
+    gateway.add_session("mine", ws)
+    ed = nvim_factory(**setup_for(gateway))
+    p = paired(ed, gateway)
+    gateway.pause_reading(p)
+    t0 = time.monotonic()
+    # 6 answers of 4 MB: more than the socket buffers hold.
+    for _ in range(6):
+        gateway.call("read_file", {"path": "big.txt"}, provider=p)
+    again = wait_for(lambda: (b := gateway.bound("mine")) and b[0].conn != p.conn and b[0], 90,
+                     "the connection to be left and made again")
+    waited = time.monotonic() - t0
+    assert waited > 10, f"left after {waited:.1f} s, before the 15 s write timeout"
+    assert again.hello["reconnectToken"] == p.reconnect_token
+    assert ed.lua("return 1 + 1") == 2
+
+
 def test_no_gateway_a_clear_state_and_no_hang(nvim_factory, amp_env):
     gw = Gateway()
     url = gw.url
@@ -339,5 +362,10 @@ def test_no_gateway_a_clear_state_and_no_hang(nvim_factory, amp_env):
     assert ed.lua("return 1 + 1") == 2
     assert time.monotonic() - t0 < 2
     assert [m for m in messages(ed) if m.startswith("amp:")] == [last], "no notice but the one asked for"
+    # The wait doubles: 1 s, 2 s, 4 s (at most 30 s, :help amp-tap-limits).
+    seen = {state.rsplit("(", 1)[-1]}
+    wait_for(lambda: seen.add(tap_status(ed)["state"].rsplit("(", 1)[-1]) or "next try in 4 s)" in seen, 20,
+             "the third wait")
+    assert {"next try in 1 s)", "next try in 2 s)"} <= seen, seen
     ed.lua("pcall(vim.cmd, 'Amp tap pair 123456')")
     assert messages(ed)[-1] == "amp: tap: no pairing is waiting for a code (see :Amp tap)"
