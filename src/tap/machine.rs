@@ -87,7 +87,8 @@ pub struct Machine {
     tools: Value,
     workspace: Vec<String>,
     sessions: Vec<CopilotSession>,
-    /// Sessions that ended or were refused: never bound to again.
+    /// Sessions that ended or were refused: never bound to again (the
+    /// last [`MAX_SKIPPED`]).
     skip: Vec<String>,
     calls: HashSet<String>,
     /// Why it is not bound (shown in the status), last told to the user.
@@ -96,6 +97,9 @@ pub struct Machine {
     label: String,
     duplicates: u8,
 }
+
+/// Ended sessions remembered (a gateway cannot grow the list without end).
+pub const MAX_SKIPPED: usize = 256;
 
 fn instance_id() -> String {
     format!("nvim-{}-{:04x}", std::process::id(), rand::random::<u16>())
@@ -217,6 +221,13 @@ impl Machine {
         }
     }
 
+    fn skip_session(&mut self, session: String) {
+        if self.skip.len() >= MAX_SKIPPED {
+            self.skip.remove(0);
+        }
+        self.skip.push(session);
+    }
+
     fn unbind(&mut self, why: &str) -> Vec<Action> {
         let mut out: Vec<Action> =
             self.calls.drain().map(|id| Action::Cancel { id, why: ReviewEnd::Disconnected }).collect();
@@ -275,7 +286,7 @@ impl Machine {
                         out.extend(self.bind(now));
                     }
                     Phase::Bound { session } if !self.sessions.iter().any(|s| s.id == session) => {
-                        self.skip.push(session);
+                        self.skip_session(session);
                         out.extend(self.unbind("the Copilot session ended"));
                         out.extend(self.bind(now));
                     }
@@ -334,7 +345,7 @@ impl Machine {
                 if !ours || state != "shutdown.pending" {
                     return Vec::new();
                 }
-                self.skip.push(session.clone());
+                self.skip_session(session.clone());
                 self.reconnect = None;
                 let mut out = self.unbind("the Copilot session ended");
                 out.push(Action::Send(protocol::shutdown_ready(&session)));
@@ -369,7 +380,7 @@ impl Machine {
             }
             "INVALID_SESSION" => {
                 if let Phase::AwaitAck { session } | Phase::Bound { session } = self.phase.clone() {
-                    self.skip.push(session);
+                    self.skip_session(session);
                 }
                 let mut out = self.unbind("the Copilot session is not available");
                 out.extend(self.bind(now));
@@ -386,6 +397,11 @@ impl Machine {
                 self.instance = instance_id();
                 self.phase = Phase::Unbound;
                 self.bind(now)
+            }
+            // Too many hellos on this connection (the gateway allows 10 a
+            // minute): a new connection, after the backoff.
+            "RATE_LIMITED" if matches!(self.phase, Phase::AwaitAck { .. }) => {
+                vec![Action::Log(format!("{code}: {said}")), Action::Close { reason: said, give_up: false }]
             }
             "TOOL_CONFLICT" => vec![Action::Tell {
                 error: true,
@@ -561,6 +577,12 @@ mod tests {
         let out = m.message(error("INVALID_SESSION"), now);
         let other = &sent(&out)[0];
         assert_ne!(other["session"], hello2["session"]);
+        let out = m.message(error("RATE_LIMITED"), now);
+        assert!(matches!(out.last(), Some(Action::Close { give_up: false, .. })), "{out:?}");
+        for i in 0..MAX_SKIPPED + 10 {
+            m.skip_session(format!("s{i}"));
+        }
+        assert_eq!(m.skip.len(), MAX_SKIPPED);
         assert_eq!(next_backoff(Duration::from_secs(16)), Duration::from_secs(30));
         assert_eq!(next_backoff(Duration::from_secs(30)), Duration::from_secs(30));
         assert_eq!(next_backoff(protocol::BACKOFF_FIRST), Duration::from_secs(2));
