@@ -8,8 +8,8 @@
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
 //! - `amp`, `claude`, `ide_companion` (Gemini CLI and Qwen Code, with
-//!   `mcp`) and `openctx`: the protocols, which use `core` and `serve` and
-//!   never each other;
+//!   `mcp`), `mcp_server`, `tap` and `openctx`: the protocols, which use
+//!   `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
@@ -23,5 +23,6 @@ pub mod mcp_server;
 pub mod nvim;
 pub mod openctx;
 pub mod serve;
+pub mod tap;
 #[cfg(test)]
 mod testutil;

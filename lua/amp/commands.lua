@@ -306,6 +306,27 @@ M.register("mcp", {
   end,
 })
 
+-- The tap gateway (lua/amp/tap.lua): its state, and pairing.
+M.register("tap", {
+  desc = "the tap gateway (Copilot CLI): its state, or pair with the code Copilot shows",
+  complete = function(arglead, words)
+    if #words <= 1 then
+      return H.filter({ "pair", "status" }, arglead)
+    end
+    return {}
+  end,
+  run = function(args)
+    local sub = args.fargs[1] or "status"
+    if sub == "pair" then
+      require("amp.tap").pair(args.fargs[2])
+    elseif sub == "status" then
+      require("amp.notify").notify(require("amp.tap").state_line())
+    else
+      H.error(("amp: tap: unknown subcommand %q (pair, status)"):format(sub))
+    end
+  end,
+})
+
 -- A buffer whose file changed on disk while it had unsaved changes
 -- (lua/amp/files.lua): compare, take the disk's text, or keep yours.
 M.register("diff", {
@@ -484,7 +505,12 @@ function H.status_text()
       if agent.enabled then
         served = served + 1
         local n = tonumber(agent.clients) or 0
-        parts[#parts + 1] = ("%s on :%s, %d client%s"):format(id, agent.port, n, n == 1 and "" or "s")
+        if agent.port == nil and agent.url then
+          -- A client of a gateway (tap): whether it is connected.
+          parts[#parts + 1] = ("%s %s"):format(id, n > 0 and "connected" or "not connected")
+        else
+          parts[#parts + 1] = ("%s on :%s, %d client%s"):format(id, agent.port, n, n == 1 and "" or "s")
+        end
       end
     end
     if served == 0 then

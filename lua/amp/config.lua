@@ -26,7 +26,8 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, tap: boolean } the attach protocols served
+---@field tap { url: string } the tap gateway's address (agents.tap)
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -51,8 +52,11 @@ M.defaults = {
   -- and opens another (:help amp-gemini); `qwen` (Qwen Code) writes
   -- ~/.qwen/ide/<port>.lock ($QWEN_HOME/ide/) and opens another (:help
   -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
-  -- (:help amp-mcp). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false },
+  -- (:help amp-mcp); `tap` offers them to GitHub Copilot CLI sessions
+  -- through a tap gateway (:help amp-tap). Each is off unless asked for.
+  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false, tap = false },
+  -- The tap gateway (agents.tap): a WebSocket on this machine.
+  tap = { url = "ws://localhost:9400" },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -233,6 +237,7 @@ function M.resolve(user)
     "review",
     "openctx",
     "terminal",
+    "tap",
   }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
@@ -296,6 +301,8 @@ function M.validate(config)
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
     { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
     { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
+    { "agents.tap", config.agents.tap, H.is_boolean, "a boolean" },
+    { "tap.url", config.tap.url, H.is_tap_url, "a ws:// URL on this machine (localhost, 127.0.0.1 or [::1])" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
@@ -608,6 +615,19 @@ end
 
 function H.is_nonempty_string(value)
   return type(value) == "string" and value ~= ""
+end
+
+--- ws://host[:port][/path] with host localhost, 127.0.0.1 or [::1].
+function H.is_tap_url(value)
+  if type(value) ~= "string" then
+    return false
+  end
+  local host = value:match("^ws://([^/?#]*)")
+  if not host then
+    return false
+  end
+  host = host:gsub(":%d+$", "")
+  return host == "localhost" or host == "127.0.0.1" or host == "[::1]"
 end
 
 function H.is_log_level(value)

@@ -351,6 +351,7 @@ function H.native_opts(config, version)
     agents = vim.deepcopy(config.agents),
     review_edit_file = config.review.edit_file,
     review_timeout_ms = config.review.timeout_ms,
+    tap_url = config.tap.url,
   }
 end
 
@@ -400,6 +401,7 @@ function H.server_part(config)
   return require("amp.config").copy({
     server = config.server,
     agents = config.agents,
+    tap = config.tap,
     selection = config.selection,
     watch = config.watch,
     edits = config.edits,
@@ -464,6 +466,15 @@ function H.create_autocmds()
     desc = "amp: connection notices and statusline",
     callback = function(ev)
       require("amp.connection").on_event(ev.match, ev.data, H.get_config())
+    end,
+  })
+  -- The tap gateway's one-line news (lua/amp/tap.lua).
+  vim.api.nvim_create_autocmd("User", {
+    group = H.augroup,
+    pattern = "AmpTap",
+    desc = "amp: tap gateway notices",
+    callback = function(ev)
+      require("amp.tap").on_event(ev.data)
     end,
   })
   vim.api.nvim_create_autocmd("VimLeavePre", {

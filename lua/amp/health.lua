@@ -51,7 +51,15 @@ function H.check_agents(status)
   end
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = agents[id]
-    if a.enabled then
+    if a.enabled and a.port == nil and a.url then
+      -- A client of a gateway (tap): no port, no discovery file.
+      local line = ("%s: %s (%s)"):format(id, tostring(a.state), tostring(a.url))
+      if (tonumber(a.clients) or 0) > 0 then
+        health.ok(line)
+      else
+        health.info(line)
+      end
+    elseif a.enabled then
       local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil
       local n = tonumber(a.clients) or 0
@@ -167,12 +175,15 @@ function H.check_server()
   local listening = {}
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = status.agents[id]
-    if a.enabled then
+    if a.enabled and a.port ~= nil then
       listening[#listening + 1] = ("%s on 127.0.0.1:%s"):format(id, tostring(a.port))
     end
   end
+  local tap = status.agents.tap
   if #listening > 0 then
     health.ok("listening: " .. table.concat(listening, ", "))
+  elseif tap and tap.enabled then
+    health.ok("a client of the tap gateway only (agents.tap)")
   else
     health.warn("running, but every agent is off", { "turn one on: setup({ agents = { amp = true } })" })
   end

@@ -111,6 +111,14 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
             session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
         })?,
     )?;
+    // `:Amp tap pair`: the code the user typed, to the tap connection
+    // waiting for it (lua/amp/tap.lua).
+    t.set(
+        "tap_pair",
+        export(lua, |args: Vec<Value>| {
+            crate::tap::pairing::submit(&string_arg("tap_pair", &args, 0)?).map(|_| Value::Null)
+        })?,
+    )?;
     // OpenCtx (see lua/amp/openctx.lua).
     t.set(
         "openctx_configure",

@@ -55,6 +55,8 @@ pub struct ServerOptions {
     /// A review of an `editFile` not decided by then is closed, the agent
     /// told so.
     pub review_timeout_ms: u64,
+    /// The tap gateway's address (`tap.url`), when `agents.tap` is on.
+    pub tap_url: String,
 }
 
 /// Which agents are served from the one editor state: each front-end's id
@@ -105,6 +107,7 @@ impl Default for ServerOptions {
             agents: Agents::default(),
             review_edit_file: false,
             review_timeout_ms: 300_000,
+            tap_url: "ws://localhost:9400".into(),
         }
     }
 }
@@ -176,6 +179,7 @@ impl ServerOptions {
                         v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
                 }
                 "review_timeout_ms" => o.review_timeout_ms = int(key, v, 1000, 86_400_000)?,
+                "tap_url" => o.tap_url = string(key, v)?,
                 // Options of later features pass through untouched.
                 _ => {}
             }

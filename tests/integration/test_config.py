@@ -18,7 +18,8 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False},
+    "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False, "tap": False},
+    "tap": {"url": "ws://localhost:9400"},
     "notify": {"connections": True},
     "review": {
         "edit_file": False,
