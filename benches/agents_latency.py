@@ -34,6 +34,9 @@ from websockets.sync.client import connect
 ROOT = Path(__file__).resolve().parents[1]
 NVIM = os.environ.get("AMP_NVIM", str(ROOT / ".venv" / "bin" / "nvim"))
 
+# Every front-end with a listener this benchmark has a client for.
+HTTP_AGENTS = ("gemini", "qwen", "mcp")
+
 MOVES = 50_000
 PAIRS = 7
 
@@ -102,8 +105,11 @@ class Editor:
         self._connect_amp()
         if agents.get("claude") and os.environ.get("AMP_BENCH_NO_CLAUDE_CLIENT") != "1":
             self._connect_claude()
-        if agents.get("gemini"):
-            self._connect_gemini()
+        for name in ("gemini", "qwen"):
+            if agents.get(name):
+                self._connect_http(name, "ide/contextUpdate")
+        if agents.get("mcp"):
+            self._connect_http("mcp", "notifications/resources/updated", subscribe="neovim://selection")
         time.sleep(3.0)  # past the re-sends that follow a connection
 
     def _wait_ready(self, deadline):
@@ -111,7 +117,7 @@ class Editor:
         while time.monotonic() < deadline:
             status = self.nvim.exec_lua("return require('amp').status()")
             ready = status.get("lockfile") and os.path.exists(status["lockfile"])
-            for name in ("claude", "gemini"):
+            for name in HTTP_AGENTS + ("claude",):
                 info = (status.get("agents") or {}).get(name) or {}
                 if self.agents.get(name) and not info.get("port"):
                     ready = False
@@ -154,22 +160,34 @@ class Editor:
         self.sockets.append(ws)
         self._reader("claude", lambda: ws.recv(timeout=0.2), "selection_changed")
 
-    def _connect_gemini(self):
-        # Gemini CLI: MCP over streamable HTTP; notifications come on the
-        # GET /mcp event stream (its discovery file has port and token).
+    def _connect_http(self, name, marker, subscribe=None):
+        # Gemini CLI, Qwen Code and the MCP server: MCP over streamable
+        # HTTP; notifications come on the GET /mcp event stream (the
+        # discovery file has port and token). The MCP server tells a session
+        # of the selection only once it subscribed to neovim://selection.
         import http.client
-        info = self.status["agents"]["gemini"]
+        info = self.status["agents"][name]
         discovery = json.loads(Path(info["discovery_file"]).read_text())
         token = discovery.get("authToken")
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                    "Accept": "application/json, text/event-stream"}
-        post = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=5)
-        post.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}),
-            headers)
-        resp = post.getresponse()
-        session = resp.getheader("mcp-session-id")
-        resp.read()
+
+        def post(body, session=None):
+            conn = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=5)
+            conn.request("POST", "/mcp", json.dumps(body), dict(headers, **({"mcp-session-id": session}
+                                                                          if session else {})))
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+            return resp
+
+        session = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}}).getheader("mcp-session-id")
+        post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        if subscribe:
+            post({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": subscribe}},
+                 session)
         # The stream is read from the raw socket: http.client's response
         # refuses every read after one timed out ("cannot read from timed out
         # object"), and the reader polls with a timeout. Each event is one
@@ -191,7 +209,7 @@ class Editor:
                 raise EOFError("the event stream ended")
             return data.decode("utf-8", "replace")
 
-        self._reader("gemini", recv, "ide/contextUpdate")
+        self._reader(name, recv, marker)
 
     def moves_cpu_us(self, n: int) -> float:
         return self.nvim.exec_lua(LUA_MOVES, n) / 1e3 / n
@@ -234,7 +252,7 @@ def main():
     gemini = os.environ.get("AMP_BENCH_GEMINI", "1") != "0"
     every = {"amp": True, "claude": True}
     if gemini:
-        every["gemini"] = True
+        every.update({name: True for name in HTTP_AGENTS})
     if os.environ.get("AMP_BENCH_SAME") == "1":  # noise check: the same set-up twice
         every = {"amp": True}
     amp_only = Editor({"amp": True})
