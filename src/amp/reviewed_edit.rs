@@ -52,8 +52,14 @@ pub async fn review(
     // Names the review's tab and buffers: unique, and says which file.
     let base = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let name = format!("{base} (edit {})", NEXT.fetch_add(1, Ordering::Relaxed));
-    let proposal =
-        Proposal { name: name.clone(), path: abs.to_path_buf(), original: Some(original.clone()), proposed, owner };
+    let proposal = Proposal {
+        name: name.clone(),
+        path: abs.to_path_buf(),
+        original: Some(original.clone()),
+        proposed,
+        owner,
+        edits_kept: true,
+    };
     let decided = tokio::time::timeout(timeout, editor.propose(proposal)).await;
     Ok(match decided {
         Err(_) => {

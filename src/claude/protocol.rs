@@ -99,36 +99,9 @@ pub fn tools() -> Value {
     ] })
 }
 
-/// A 0-based line and UTF-16 character.
-fn position(line: usize, character: usize) -> Value {
-    json!({ "line": line, "character": character })
-}
-
-/// The selection as `selection_changed` and `getCurrentSelection` carry it:
-/// the cursor is an empty selection with empty text.
-pub fn selection(sel: &RawSelection) -> Value {
-    let first = sel.regions.first();
-    let last = sel.regions.last();
-    let (start, end) = match (first, last) {
-        (Some(f), Some(l)) => {
-            let (s, _) = f.utf16_range();
-            let (_, e) = l.utf16_range();
-            (position(f.start_line, s), position(l.end_line, e))
-        }
-        _ => (position(0, 0), position(0, 0)),
-    };
-    let text = if sel.cursor_only {
-        String::new()
-    } else {
-        sel.regions.iter().map(|r| r.content(false)).collect::<Vec<_>>().join("\n")
-    };
-    json!({
-        "text": text,
-        "filePath": sel.path.to_string_lossy(),
-        "fileUrl": path_to_file_uri(&sel.path),
-        "selection": { "start": start, "end": end, "isEmpty": text.is_empty() },
-    })
-}
+/// The selection as `selection_changed` and `getCurrentSelection` carry it
+/// (VS Code's shape, shared with other protocols: `serve::vscode`).
+pub use crate::serve::vscode::selection;
 
 /// `getCurrentSelection` / `getLatestSelection`: the selection with `success`.
 pub fn selection_answer(sel: Option<&RawSelection>, missing: &str) -> Value {
@@ -160,15 +133,7 @@ pub fn workspace_folders(folders: &[String]) -> Value {
     json!({ "success": true, "folders": list, "rootPath": folders.first() })
 }
 
-/// Diagnostic severity names as VS Code spells them.
-pub fn severity_name(severity: u8) -> &'static str {
-    match severity {
-        1 => "Error",
-        2 => "Warning",
-        3 => "Information",
-        _ => "Hint",
-    }
-}
+pub use crate::serve::vscode::severity_name;
 
 #[cfg(test)]
 mod tests {

@@ -220,7 +220,7 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        let text = state.encoded("claude", |raw| mcp::notification("selection_changed", &protocol::selection(raw)));
+        let text = crate::serve::vscode::selection_changed(&state);
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if !outbox.send(text.to_string()).await {
             return;

@@ -117,8 +117,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             };
             let session = cx.owner.session;
             let generation = cx.diffs.open(session, &path);
-            let proposal =
-                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner: cx.owner };
+            let proposal = Proposal {
+                name: review_name(&path),
+                path: path.clone(),
+                original: None,
+                proposed,
+                owner: cx.owner,
+                edits_kept: true,
+            };
             let (editor, diffs, notify) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone());
             (cx.spawn)(Box::pin(async move {
                 let decided = editor.propose(proposal).await;
