@@ -19,14 +19,14 @@ local H = {}
 ---@field max_inflight_bytes integer bytes of requests in flight, all clients together
 
 ---@class amp.TerminalConfig
----@field default "amp"|"claude"|"gemini"|"opencode" the agent of `:Amp open` without an argument
+---@field default "amp"|"claude"|"gemini"|"copilot"|"opencode" the agent of `:Amp open` without an argument
 ---@field position "right"|"left"|"bottom"|"top"|"float" where the terminal window opens
 ---@field size number the window's width (right/left) or height (bottom/top): a fraction of the editor below 1, else columns/lines; a float's both
 ---@field cmd table<string, string[]> the command of each agent
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, copilot: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -48,8 +48,11 @@ M.defaults = {
   -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
   -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port;
   -- `gemini` (Gemini CLI) writes $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json
-  -- and opens another (:help amp-gemini). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false },
+  -- and opens another (:help amp-gemini); `copilot` (GitHub Copilot CLI)
+  -- writes ~/.copilot/ide/<uuid>.lock ($COPILOT_HOME/ide/ when set) and
+  -- listens on a private Unix socket (:help amp-copilot). Each is off
+  -- unless asked for.
+  agents = { amp = true, claude = false, gemini = false, copilot = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -142,6 +145,7 @@ M.defaults = {
       amp = { "amp" },
       claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
+      copilot = { "copilot" },
       opencode = { "opencode" },
     },
   },
@@ -173,7 +177,7 @@ M.defaults = {
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "opencode" }
+M.terminal_agents = { "amp", "claude", "gemini", "copilot", "opencode" }
 M.terminal_positions = { "right", "left", "bottom", "top", "float" }
 M.review_layouts = { "tab", "split", "inline" }
 
@@ -261,6 +265,7 @@ function M.validate(config)
     { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
     { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
+    { "agents.copilot", config.agents.copilot, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
@@ -355,6 +360,7 @@ function M.validate(config)
     { "terminal.cmd.amp", config.terminal.cmd.amp, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.claude", config.terminal.cmd.claude, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.copilot", config.terminal.cmd.copilot, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {

@@ -32,6 +32,7 @@ function M.check()
 
   health.start("amp.nvim-rs: agents")
   H.check_agents(status)
+  H.check_copilot_cli(status)
 
   health.start("amp.nvim-rs: optional tools")
   H.check_amp_cli()
@@ -54,9 +55,9 @@ function H.check_agents(status)
       local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil
       local n = tonumber(a.clients) or 0
-      local line = ("%s: port %s, %d client%s, discovery file %s"):format(
+      local line = ("%s: %s, %d client%s, discovery file %s"):format(
         id,
-        tostring(a.port),
+        a.port and ("port " .. tostring(a.port)) or ("socket " .. tostring(a.socket)),
         n,
         n == 1 and "" or "s",
         tostring(file)
@@ -158,7 +159,8 @@ function H.check_server()
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = status.agents[id]
     if a.enabled then
-      listening[#listening + 1] = ("%s on 127.0.0.1:%s"):format(id, tostring(a.port))
+      local where = a.port and ("127.0.0.1:" .. tostring(a.port)) or tostring(a.socket)
+      listening[#listening + 1] = ("%s on %s"):format(id, where)
     end
   end
   if #listening > 0 then
@@ -285,6 +287,31 @@ function H.check_amp_cli()
     health.info(
       "the agent gets Neovim's diagnostics only through the Amp CLI plugin: :Amp cli-plugin install (see :help amp-cli-plugin)"
     )
+  end
+end
+
+-- GitHub Copilot CLI, when agents.copilot is on: its program
+-- (terminal.cmd.copilot) and its version.
+function H.check_copilot_cli(status)
+  local agents = status and status.running and type(status.agents) == "table" and status.agents or {}
+  if not (type(agents.copilot) == "table" and agents.copilot.enabled) then
+    return
+  end
+  local program = require("amp").get_config().terminal.cmd.copilot[1]
+  local advice = { "install it: npm install -g @github/copilot (checked with 1.0.102), or set terminal.cmd.copilot" }
+  if vim.fn.executable(program) ~= 1 then
+    health.warn(("%s (GitHub Copilot CLI) not found on PATH"):format(program), advice)
+    return
+  end
+  -- Its first run unpacks itself (a few seconds).
+  local ok, job = pcall(vim.system, { program, "--version" }, { text = true })
+  local res = ok and job:wait(20000) or nil
+  local version = res and res.code == 0 and (res.stdout or ""):match("(%d+%.%d+%.%d+)")
+  if version then
+    health.ok(("%s (GitHub Copilot CLI %s) found: %s"):format(program, version, vim.fn.exepath(program)))
+  else
+    local why = res and vim.trim((res.stderr or ""):match("[^\n]*") or "") or tostring(job)
+    health.warn(("%s --version failed: %s"):format(program, why ~= "" and why or "no version"), advice)
   end
 end
 

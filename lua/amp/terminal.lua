@@ -64,6 +64,7 @@ M.args = {
   amp = { "threads", "continue", "new", "--mode", "--no-ide" },
   claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
   gemini = { "--resume", "latest", "--model", "--approval-mode" },
+  copilot = { "--continue", "--resume", "--model", "--name" },
   opencode = { "--continue", "--session", "--model" },
 }
 
@@ -305,9 +306,10 @@ function H.warn_unattached(agent)
   local amp = require("amp")
   local status = amp.status()
   local agents = status.running and status.agents or {}
-  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" })[agent]
+  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", copilot = "copilot" })[agent]
   local front = agents[served]
-  if type(front) == "table" and front.enabled ~= false and front.port then
+  -- (Copilot CLI's server is a Unix socket: no port.)
+  if type(front) == "table" and front.enabled ~= false and (front.port or front.socket) then
     return false
   end
   local action = status.running and ("set agents.%s = true"):format(served) or "run :Amp start"
