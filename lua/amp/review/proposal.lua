@@ -216,8 +216,8 @@ function M.filled(session, name, err)
   if item.as_proposed then
     -- Its agent writes its own proposal: an edit here could not reach the file.
     vim.bo[right].modifiable = false
+    review.as_filled = H.text(review)
   end
-  review.filled_tick = api.nvim_buf_get_changedtick(right)
   view.start(review)
   H.fire("AmpReviewShown", { name = item.name, path = item.path, agent = item.agent, kind = "proposal" })
 end
@@ -240,7 +240,7 @@ function H.watch_writes(review)
         H.notify(("amp: this proposal was closed (%s): nothing was written"):format(item.closed))
         return
       end
-      if item.as_proposed and api.nvim_buf_get_changedtick(right) ~= review.filled_tick then
+      if item.as_proposed and H.text(review) ~= review.as_filled then
         -- Accepting would tell the agent "saved" and it would write its
         -- own text, not this one: nothing is decided.
         H.notify(
