@@ -352,3 +352,174 @@ def test_a_disconnected_copilot_s_review_closes_and_nothing_is_written(nvim_fact
     wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 5, "the view to close")
     assert f.read_text() == "before\n"
     assert copilot_status(ed)["clients"] == 0
+
+
+# The real Copilot CLI ---------------------------------------------------------
+
+needs_copilot = pytest.mark.skipif(not ah.copilot_available(),
+                                   reason="needs tests/fixtures/agent-copilot (npm ci) and tmux")
+TRUST = "Do you trust the files in this folder?"
+
+
+def run_copilot(ed, amp_env, script):
+    """Copilot CLI in tmux in the workspace, offline against a model
+    stand-in, with its log; returns (tmux, model, log dir). Its folder-trust
+    question is answered (the lockfile does not vouch for the folder)."""
+    model = ah.OpenAIMock(script)
+    env = ah.copilot_env(amp_env.home, model.url)
+    # What a terminal Neovim starts gets (:Amp open copilot): Copilot needs
+    # no variable of ours, only the workspace as its working folder.
+    assert copilot_status(ed)["env"] in ({}, [])
+    logs = amp_env.root / "copilot-logs"
+    tmux = ah.Tmux(amp_env.root, [str(ah.COPILOT), "--log-dir", str(logs), "--log-level", "all"], env,
+                   amp_env.workspace)
+    try:
+        tmux.answer_dialog(TRUST, 60)
+    except AssertionError:
+        tmux.close()
+        model.close()
+        raise
+    return tmux, model, logs
+
+
+def copilot_log(logs):
+    return "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("*.log")))
+
+
+def session_events(amp_env) -> list[dict]:
+    """Copilot's record of its session(s): ~/.copilot/session-state/<id>/events.jsonl."""
+    out = []
+    for p in sorted((amp_env.home / ".copilot" / "session-state").glob("*/events.jsonl")):
+        for line in p.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+@needs_copilot
+@pytest.mark.real_agent
+def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factory, amp_env):
+    f = amp_env.workspace / "notes.txt"
+    f.write_text("alpha\nbeta line\ngamma line\ndelta\n")
+    ed = start(nvim_factory, amp_env)
+    lockfile(ed)
+    ed.edit(f)
+    ed.nvim.input("jVj")
+    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    tmux, model, logs = run_copilot(ed, amp_env, [[{"text": "Fine."}]])
+    try:
+        try:
+            wait_for(lambda: "Connected to IDE MCP server: Neovim" in copilot_log(logs), 60,
+                     "Copilot to log its connection to Neovim")
+        except AssertionError:
+            raise AssertionError("not connected; screen:\n" + tmux.screen() + copilot_log(logs)[-3000:])
+        wait_for(lambda: copilot_status(ed)["clients"] == 1, 10, "Copilot's event stream")
+        assert copilot_status(ed)["pids"], "the connected process is known"
+        tmux.submit("what did I select?")
+        try:
+            body = model.wait_for(lambda rs: next((r for r in rs if "beta line\ngamma line" in ah.chat_text(r)),
+                                                  None), 60)
+        except AssertionError:
+            raise AssertionError("no selection in the model request; screen:\n" + tmux.screen()
+                                 + "\n".join(ah.chat_text(r)[-1500:] for r in model.requests))
+        # The selection's file is named to the model with it.
+        assert "notes.txt" in ah.chat_text(body)
+        tmux.wait_screen("Fine.", 60)
+        # :Amp send types into the terminal Copilot runs in (a tmux pane),
+        # found from the process connected to our Unix socket.
+        ed.nvim.input("<Esc>")
+        ed.nvim.command("Amp send hello from neovim")
+        try:
+            tmux.wait_screen("hello from neovim", 20)
+        except AssertionError:
+            raise AssertionError("messages: " + ed.messages())
+        wait_for(lambda: "hello from neovim" in "\n".join(ah.chat_text(r) for r in model.requests), 30,
+                 "the sent message to reach the model")
+    finally:
+        tmux.close()
+        model.close()
+    wait_for(lambda: copilot_status(ed)["clients"] == 0, 10, "Copilot to be gone")
+
+
+def edit(path, old, new):
+    return [{"tool": "edit", "args": {"path": str(path), "old_str": old, "new_str": new}}]
+
+
+def review_of_copilot(ed):
+    """The user opens Copilot's proposal once it arrives (:Amp review)."""
+    if len(proposals(ed)) != 1:
+        return False
+    return open_review(ed, "(proposed by Copilot)")
+
+
+@needs_copilot
+@pytest.mark.real_agent
+def test_real_copilot_edit_saved_with_w_as_proposed_then_rejected_with_q(nvim_factory, amp_env):
+    f = amp_env.workspace / "story.txt"
+    f.write_text("once\nupon\na time\n")
+    ed = start(nvim_factory, amp_env)
+    lockfile(ed)
+    ed.edit(f)
+    tmux, model, logs = run_copilot(ed, amp_env, [
+        edit(f, "upon", "UPON"),
+        [{"text": "Edited."}],
+        edit(f, "once", "twice"),
+        [{"text": "Understood."}],
+    ])
+    try:
+        wait_for(lambda: copilot_status(ed)["clients"] == 1, 60, "Copilot to connect")
+        tmux.submit("capitalize upon")
+        try:
+            win = wait_for(lambda: review_of_copilot(ed), 60, "Copilot's open_diff review in Neovim")
+        except AssertionError:
+            raise AssertionError("no review; screen:\n" + tmux.screen() + copilot_log(logs)[-3000:])
+        buf = ed.lua("return vim.api.nvim_win_get_buf(...)", win)
+        assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
+        assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
+        # The tweak: not offered. The view says so and takes no edit; one
+        # forced in is not accepted; undone, :w accepts the proposal as is.
+        assert "Copilot writes its own proposal: edits here are not kept" in winbar(ed, win)
+        assert ed.lua("return vim.bo.modifiable") is False
+        ed.lua("vim.bo.modifiable = true")
+        ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
+        ed.nvim.command("write")
+        assert "undo your edits (u) to accept it" in ed.messages()
+        time.sleep(1)
+        assert f.read_text() == "once\nupon\na time\n", "nothing is decided by that :w"
+        ed.nvim.command("undo")
+        ed.nvim.command("write")
+        # Copilot writes its proposal: the bytes on disk are its own.
+        try:
+            wait_for(lambda: f.read_text() == "once\nUPON\na time\n", 30, "Copilot to write its proposal")
+        except AssertionError:
+            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a time"], 10, "the buffer to reload")
+        assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is False
+        tmux.wait_screen("Edited.", 60)
+
+        tmux.submit("now change once")
+        win = wait_for(lambda: review_of_copilot(ed), 60, "the second review")
+        ed.nvim.command("quit")
+        wait_for(lambda: ed.lua("return #vim.api.nvim_list_tabpages()") == 1, 10, "the review to close")
+        # Rejected: the file stays as it was, and Copilot records it.
+        time.sleep(1)
+        assert f.read_text() == "once\nUPON\na time\n"
+
+        def outcomes():
+            done = [e for e in session_events(amp_env) if e.get("type") == "tool.execution_complete"]
+            return len(done) >= 2 and done
+        try:
+            done = wait_for(outcomes, 30, "Copilot's record of both edits")
+        except AssertionError:
+            raise AssertionError("events: " + json.dumps(session_events(amp_env))[-4000:])
+        assert done[0]["data"]["success"] is True, done[0]
+        assert done[1]["data"]["success"] is False and done[1]["data"]["error"]["code"] == "rejected", done[1]
+        # Both decided in Neovim (Copilot's own dialog was never answered).
+        decided = [e["data"]["result"]["kind"] for e in session_events(amp_env)
+                   if e.get("type") == "permission.completed"]
+        assert decided == ["approved", "denied-interactively-by-user"], decided
+    finally:
+        tmux.close()
+        model.close()
