@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use tokio::net::{UnixListener, UnixStream};
@@ -20,7 +21,7 @@ use crate::serve::discovery::{pid_alive, DiscoveryError, DiscoveryFile, PidIn};
 use crate::serve::front_end::{Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{accept_loop, bind_unix, HandshakeSlot};
-use crate::serve::mcp_http::sessions::Session;
+use crate::serve::mcp_http::sessions::{Session, STREAM_GRACE};
 use crate::serve::mcp_http::sse::Feed;
 use crate::serve::mcp_http::{self, McpHttp};
 use crate::serve::registry::Agent;
@@ -33,11 +34,12 @@ pub struct CopilotServer {
     pub http: McpHttp,
     pub socket: PathBuf,
     pub lockfile: DiscoveryFile,
-    /// The processes connected to the socket now (the kernel's
-    /// `SO_PEERCRED`), with their connections: `lua/amp/route.lua` finds
-    /// the terminal a Copilot runs in from them (a Unix socket has no
-    /// port to look up in /proc/net/tcp).
-    peers: Mutex<HashMap<u32, usize>>,
+    opening: tools::Opening,
+    /// The processes connected to the socket (the kernel's `SO_PEERCRED`):
+    /// their open connections and when their last one closed.
+    /// `lua/amp/route.lua` finds the terminal a Copilot runs in from them
+    /// (a Unix socket has no port to look up in /proc/net/tcp).
+    peers: Mutex<HashMap<u32, (usize, Instant)>>,
 }
 
 /// A connection's place in [`CopilotServer::peers`], given back on drop.
@@ -49,11 +51,9 @@ struct Peer {
 impl Drop for Peer {
     fn drop(&mut self) {
         let mut peers = self.server.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = peers.get_mut(&self.pid) {
+        if let Some((n, since)) = peers.get_mut(&self.pid) {
             *n -= 1;
-            if *n == 0 {
-                peers.remove(&self.pid);
-            }
+            *since = Instant::now();
         }
     }
 }
@@ -76,6 +76,7 @@ impl CopilotServer {
             policy,
             http: McpHttp::default(),
             socket,
+            opening: tools::Opening::default(),
             peers: Mutex::default(),
         }
     }
@@ -106,12 +107,24 @@ impl CopilotServer {
 
     fn peer(self: &Arc<Self>, stream: &UnixStream) -> Option<Peer> {
         let pid = u32::try_from(stream.peer_cred().ok()?.pid()?).ok()?;
-        *self.peers.lock().unwrap_or_else(|p| p.into_inner()).entry(pid).or_insert(0) += 1;
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget the peers gone for longer than the grace: the map stays
+        // as small as the set of live clients.
+        peers.retain(|_, (n, since)| *n > 0 || since.elapsed() < STREAM_GRACE);
+        peers.entry(pid).or_insert((0, Instant::now())).0 += 1;
         Some(Peer { server: self.clone(), pid })
     }
 
+    /// The processes connected now, or within the last `STREAM_GRACE`:
+    /// Copilot renews its connection now and then (a client counts as
+    /// connected across that too: `mcp_http::sessions`).
     fn peer_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self.peers.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pids: Vec<u32> = peers
+            .iter()
+            .filter(|(_, (n, since))| *n > 0 || since.elapsed() < STREAM_GRACE)
+            .map(|(pid, _)| *pid)
+            .collect();
         pids.sort_unstable();
         pids
     }
@@ -173,6 +186,7 @@ impl mcp_http::Protocol for CopilotServer {
             workspace_folders: hub.workspace_folders(),
             current_selection: hub.state.selection().map(|s| s.raw.clone()),
             latest_selection: hub.state.latest_range().map(|s| s.raw.clone()),
+            opening: &self.opening,
         };
         tools::answer(method, &params, &cx).await
     }

@@ -8,7 +8,12 @@
 //! is offered as not editable (`Proposal::edits_kept` false) and says so,
 //! so what the user accepts is what lands on disk.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use serde_json::{json, Map, Value};
+use tokio::sync::Notify;
 
 use super::protocol;
 use crate::core::editor::{Editor, EditorError};
@@ -26,6 +31,50 @@ pub struct Context<'a> {
     pub workspace_folders: Vec<String>,
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
+    pub opening: &'a Opening,
+}
+
+/// How often a review that `close_diff` asked to close before it was
+/// shown is looked for again (it appears within one editor round trip).
+const CLOSE_RETRY: Duration = Duration::from_millis(25);
+
+/// The `open_diff` calls being answered, by (session, tab name). Copilot's
+/// edit dialog re-runs when its IDE connection is renewed (it renews it a
+/// few times while starting): `close_diff` of the old tab then arrives a
+/// few milliseconds after its `open_diff`, before that review is
+/// registered, and finds nothing. It is remembered here, and the review is
+/// closed once it is shown, instead of waiting for a user whom Copilot no
+/// longer asks.
+#[derive(Default)]
+pub struct Opening(Mutex<HashMap<(u64, String), Arc<Notify>>>);
+
+impl Opening {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, String), Arc<Notify>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn begin(&self, key: (u64, String)) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        self.lock().insert(key, notify.clone());
+        notify
+    }
+
+    fn end(&self, key: &(u64, String), notify: &Arc<Notify>) {
+        let mut open = self.lock();
+        if open.get(key).is_some_and(|n| Arc::ptr_eq(n, notify)) {
+            open.remove(key);
+        }
+    }
+
+    /// Asks the `open_diff` of `key` being answered to close its review;
+    /// whether there is one.
+    fn close(&self, key: &(u64, String)) -> bool {
+        self.lock().get(key).map(|n| n.notify_one()).is_some()
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 /// Whether `params` call `open_diff` (which waits for the user).
@@ -80,11 +129,32 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 _ => return Err((mcp::INVALID_PARAMS, "new_file_contents must be a string".into())),
             };
             let tab_name = mcp::string_arg(args, "tab_name")?;
+            let key = (cx.owner.session, tab_name.clone());
+            let closed_early = cx.opening.begin(key.clone());
             let proposal =
-                Proposal { name: tab_name, path, original: None, proposed, owner: cx.owner, edits_kept: false };
+                Proposal { name: tab_name.clone(), path, original: None, proposed, owner: cx.owner, edits_kept: false };
+            let decided = {
+                let propose = cx.editor.propose(proposal);
+                tokio::pin!(propose);
+                tokio::select! {
+                    decided = &mut propose => decided,
+                    () = closed_early.notified() => {
+                        let close = async {
+                            while let Ok(false) = cx.editor.close_review(cx.owner, tab_name.clone(), ReviewEnd::Agent).await {
+                                tokio::time::sleep(CLOSE_RETRY).await;
+                            }
+                        };
+                        tokio::select! {
+                            decided = &mut propose => decided,
+                            () = close => propose.await,
+                        }
+                    }
+                }
+            };
+            cx.opening.end(&key, &closed_early);
             // A proposal that cannot be shown (the review limits) is an
             // error: Copilot then asks the user in its own dialog.
-            let saved = match answered(cx.editor.propose(proposal).await)? {
+            let saved = match answered(decided)? {
                 Decision::Accepted(_) => true,
                 Decision::Rejected => false,
             };
@@ -92,7 +162,11 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "close_diff" => {
             let tab_name = mcp::string_arg(args, "tab_name")?;
-            let was_open = answered(cx.editor.close_review(cx.owner, tab_name.clone(), ReviewEnd::Agent).await)?;
+            let mut was_open = answered(cx.editor.close_review(cx.owner, tab_name.clone(), ReviewEnd::Agent).await)?;
+            if !was_open {
+                // Its open_diff may not have shown it yet: it closes it then.
+                was_open = cx.opening.close(&(cx.owner.session, tab_name.clone()));
+            }
             Ok(text(&protocol::close_diff_text(&tab_name, was_open)))
         }
         "update_session_name" => {
@@ -111,13 +185,14 @@ mod tests {
     use std::future::Future;
     use std::path::Path;
 
-    fn cx(editor: &FakeEditor) -> Context<'_> {
+    fn cx<'a>(editor: &'a FakeEditor, opening: &'a Opening) -> Context<'a> {
         Context {
             editor,
             owner: Owner::new("Copilot"),
             workspace_folders: vec!["/w".into()],
             current_selection: None,
             latest_selection: None,
+            opening,
         }
     }
 
@@ -140,7 +215,8 @@ mod tests {
         let fake = FakeEditor::new(false);
         fake.decide(vec![Decision::Accepted("x\n".into()), Decision::Rejected]);
         block_on(async {
-            let c = cx(&fake);
+            let opening = Opening::default();
+            let c = cx(&fake, &opening);
             let saved = tool(&c, "open_diff", diff("[Copilot CLI] - a.rs (1)")).await;
             assert_eq!((saved["success"].as_bool(), saved["result"].as_str()), (Some(true), Some("SAVED")));
             let rejected = tool(&c, "open_diff", diff("two")).await;
@@ -160,7 +236,8 @@ mod tests {
         let fake = FakeEditor::new(false);
         fake.hold_reviews();
         block_on(async {
-            let (mine, other) = (cx(&fake), cx(&fake));
+            let opening = Opening::default();
+            let (mine, other) = (cx(&fake, &opening), cx(&fake, &opening));
             let args = json!({"name": "open_diff", "arguments": diff("tab")});
             let waiting = answer("tools/call", &args, &mine);
             tokio::pin!(waiting);
@@ -186,14 +263,19 @@ mod tests {
         let fake = FakeEditor::new(false);
         fake.open(Path::new("/w/a.rs"), &["fn é() {}"], false, unix_format());
         block_on(async {
-            assert_eq!(tool(&cx(&fake), "get_selection", json!({})).await, "No file is open in Neovim");
+            let opening = Opening::default();
+            assert_eq!(tool(&cx(&fake, &opening), "get_selection", json!({})).await, "No file is open in Neovim");
             let cursor = RawSelection::cursor("/w/a.rs".into(), 1, 0, b"x".to_vec());
             let range =
                 RawSelection { cursor_only: false, ..RawSelection::cursor("/w/b.rs".into(), 0, 0, b"ab".to_vec()) };
-            let c = Context { current_selection: Some(cursor.clone()), latest_selection: Some(range), ..cx(&fake) };
+            let c = Context {
+                current_selection: Some(cursor.clone()),
+                latest_selection: Some(range),
+                ..cx(&fake, &opening)
+            };
             let got = tool(&c, "get_selection", json!({})).await;
             assert_eq!((got["filePath"].as_str(), got["current"].as_bool()), (Some("/w/b.rs"), Some(false)));
-            let c = Context { current_selection: Some(cursor), ..cx(&fake) };
+            let c = Context { current_selection: Some(cursor), ..cx(&fake, &opening) };
             let got = tool(&c, "get_selection", json!({})).await;
             assert_eq!((got["filePath"].as_str(), got["current"].as_bool()), (Some("/w/a.rs"), Some(true)));
             assert_eq!(got["selection"]["isEmpty"], true);

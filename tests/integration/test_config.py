@@ -18,7 +18,7 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False, "gemini": False},
+    "agents": {"amp": True, "claude": False, "gemini": False, "copilot": False},
     "notify": {"connections": True},
     "review": {
         "edit_file": False,
@@ -49,7 +49,7 @@ DEFAULTS = {
         "position": "right",
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
-                "opencode": ["opencode"]},
+                "copilot": ["copilot"], "opencode": ["opencode"]},
     },
     "openctx": {
         "enabled": True,
@@ -219,7 +219,7 @@ INVALID = [
     ("{ openctx = { timeout_ms = 600001 } }", "amp: setup: openctx.timeout_ms must be at most 600000, got 600001"),
     ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
     ("{ terminal = { default = 'cursor' } }",
-     'amp: setup: terminal.default must be one of amp|claude|gemini|opencode, got "cursor"'),
+     'amp: setup: terminal.default must be one of amp|claude|gemini|copilot|opencode, got "cursor"'),
     ("{ terminal = { position = 'middle' } }",
      'amp: setup: terminal.position must be one of right|left|bottom|top|float, got "middle"'),
     ("{ terminal = { size = 0 } }", "amp: setup: terminal.size must be a positive number, got 0"),

@@ -335,6 +335,32 @@ def test_open_diff_saved_with_w_rejected_with_q_and_the_file_is_copilots_to_writ
     assert bad["error"]["code"] == -32602
 
 
+def test_a_close_diff_right_after_its_open_diff_leaves_no_review_behind(nvim_factory, amp_env):
+    """Copilot's edit dialog re-runs when its IDE connection is renewed
+    (a few times while it starts): close_diff of the old tab then comes a
+    few ms after its open_diff, before that review is shown. It must close
+    it all the same: no proposal is left waiting for a user whom Copilot
+    no longer asks."""
+    f = amp_env.workspace / "race.txt"
+    f.write_text("a\n")
+    ed = start(nvim_factory, amp_env)
+    c, lock, status = open_session(ed)
+    closer = Http(None, c.token, unix=c.unix)
+    closer.session = c.session
+    for i in range(8):
+        answer = open_diff(c, f, f"b{i}\n", f"tab {i}")
+        closed = text_of(closer.tool("close_diff", {"tab_name": f"tab {i}"}))
+        assert closed["already_closed"] is False, closed
+        assert answer()["result"] == "REJECTED"
+    # The one that is not closed stays, and only it.
+    answer = open_diff(c, f, "last\n", "tab last")
+    assert [p["name"] for p in wait_proposals(ed, 1)] == ["tab last"]
+    assert text_of(closer.tool("close_diff", {"tab_name": "tab last"}))["already_closed"] is False
+    assert answer()["result"] == "REJECTED"
+    wait_for(lambda: not proposals(ed), 5, "no proposal left")
+    assert f.read_text() == "a\n"
+
+
 def test_a_disconnected_copilot_s_review_closes_and_nothing_is_written(nvim_factory, amp_env):
     f = amp_env.workspace / "gone.txt"
     f.write_text("before\n")
@@ -433,8 +459,8 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
         ed.nvim.command("Amp send hello from neovim")
         try:
             tmux.wait_screen("hello from neovim", 20)
-        except AssertionError:
-            raise AssertionError("messages: " + ed.messages())
+        except AssertionError as e:
+            raise AssertionError(f"messages: {ed.messages()}; status: {copilot_status(ed)}") from e
         wait_for(lambda: "hello from neovim" in "\n".join(ah.chat_text(r) for r in model.requests), 30,
                  "the sent message to reach the model")
     finally:
@@ -523,3 +549,53 @@ def test_real_copilot_edit_saved_with_w_as_proposed_then_rejected_with_q(nvim_fa
     finally:
         tmux.close()
         model.close()
+
+
+@needs_copilot
+@pytest.mark.real_agent
+def test_real_copilot_opened_with_amp_open_attaches_with_nothing_set(nvim_factory, amp_env, tmp_path):
+    """`:Amp open copilot` with the default command (`copilot` on PATH):
+    Copilot attaches to this Neovim by its working folder alone, `:Amp
+    send` reaches it, and :checkhealth finds the binary and its version."""
+    mock = ah.OpenAIMock([[{"text": "Hello back."}]])
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "copilot").symlink_to(ah.COPILOT)
+    try:
+        env = ah.copilot_env(amp_env.home, mock.url)
+        env.update({name: None for name in ah.CI_MARKERS}, PATH=f"{bindir}:{os.environ['PATH']}",
+                   **tmpdir_env(amp_env))
+        ed = nvim_factory(**SETUP, _extra_env=env)
+        lockfile(ed)
+        ed.nvim.command("set columns=160 lines=45")
+        ed.nvim.command("Amp open copilot")
+        term = ed.lua("local t = require('amp.terminal').get('copilot'); return { buf = t.buf, job = t.job }")
+
+        def screen():
+            return "\n".join(ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", term["buf"]))
+        try:
+            wait_for(lambda: TRUST in screen(), 60, "Copilot's folder-trust question")
+        except AssertionError:
+            raise AssertionError("screen:\n" + screen())
+        # Its default (Yes, for this session), again while it stays: a key
+        # pressed while the dialog is still being drawn can be lost.
+        for _ in range(5):
+            time.sleep(0.5)
+            ed.lua("vim.fn.chansend(..., '\\r')", term["job"])
+            deadline = time.monotonic() + 5
+            while TRUST in screen() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if TRUST not in screen():
+                break
+        wait_for(lambda: copilot_status(ed)["clients"] == 1, 60, "Copilot in :Amp open to attach")
+        assert copilot_status(ed)["pids"]
+        time.sleep(1)
+        ed.nvim.command("Amp send hello over amp open")
+        wait_for(lambda: "hello over amp open" in "\n".join(ah.chat_text(r) for r in mock.requests), 60,
+                 "the sent text to reach the model")
+        wait_for(lambda: "Hello back." in screen(), 30, "the answer on Copilot's screen")
+        ed.nvim.command("checkhealth amp")
+        health = "\n".join(ed.nvim.current.buffer[:])
+        assert f"copilot (GitHub Copilot CLI 1.0.102) found: {bindir / 'copilot'}" in health, health
+    finally:
+        mock.close()
