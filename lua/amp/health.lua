@@ -32,11 +32,11 @@ function M.check()
 
   health.start("amp.nvim-rs: agents")
   H.check_agents(status)
-  H.check_copilot_cli(status)
 
   health.start("amp.nvim-rs: optional tools")
   H.check_amp_cli()
   H.check_node()
+  require("amp.agent_cli").check(health)
 
   health.start("amp.nvim-rs: OpenCtx")
   H.check_openctx()
@@ -69,6 +69,15 @@ function H.check_agents(status)
       end
     else
       health.info(("%s: off (agents.%s = false)"):format(id, id))
+    end
+  end
+  if agents.mcp and agents.mcp.enabled then
+    local entry = require("amp.mcp").server_config()
+    local script = entry.args[3]
+    if vim.fn.executable(entry.command) == 1 and vim.uv.fs_stat(script) then
+      health.ok(("mcp: agents reach it with `%s %s` (:Amp mcp)"):format(entry.command, table.concat(entry.args, " ")))
+    else
+      health.error(("mcp: the stdio entry `%s %s` cannot run"):format(entry.command, script))
     end
   end
 end
@@ -287,31 +296,6 @@ function H.check_amp_cli()
     health.info(
       "the agent gets Neovim's diagnostics only through the Amp CLI plugin: :Amp cli-plugin install (see :help amp-cli-plugin)"
     )
-  end
-end
-
--- GitHub Copilot CLI, when agents.copilot is on: its program
--- (terminal.cmd.copilot) and its version.
-function H.check_copilot_cli(status)
-  local agents = status and status.running and type(status.agents) == "table" and status.agents or {}
-  if not (type(agents.copilot) == "table" and agents.copilot.enabled) then
-    return
-  end
-  local program = require("amp").get_config().terminal.cmd.copilot[1]
-  local advice = { "install it: npm install -g @github/copilot (checked with 1.0.102), or set terminal.cmd.copilot" }
-  if vim.fn.executable(program) ~= 1 then
-    health.warn(("%s (GitHub Copilot CLI) not found on PATH"):format(program), advice)
-    return
-  end
-  -- Its first run unpacks itself (a few seconds).
-  local ok, job = pcall(vim.system, { program, "--version" }, { text = true })
-  local res = ok and job:wait(20000) or nil
-  local version = res and res.code == 0 and (res.stdout or ""):match("(%d+%.%d+%.%d+)")
-  if version then
-    health.ok(("%s (GitHub Copilot CLI %s) found: %s"):format(program, version, vim.fn.exepath(program)))
-  else
-    local why = res and vim.trim((res.stderr or ""):match("[^\n]*") or "") or tostring(job)
-    health.warn(("%s --version failed: %s"):format(program, why ~= "" and why or "no version"), advice)
   end
 end
 

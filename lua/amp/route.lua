@@ -9,9 +9,9 @@
 ---   2. the processes holding them (/proc/<pid>/fd), and those connected
 ---      to a Unix socket of ours (Copilot CLI: the kernel's peer pids, in
 ---      `status().agents.copilot.pids`), kept when the program is an
----      agent's (`amp`, `claude`, `gemini`, `copilot`, `opencode`, or the
----      program of a `terminal.cmd`): a test client or a script that holds
----      a connection is no terminal to type into;
+---      agent's (`amp`, `claude`, `gemini`, `qwen`, `copilot`, `opencode`,
+---      or the program of a `terminal.cmd`): a test client or a script
+---      that holds a connection is no terminal to type into;
 ---   3. the agent's ancestors: a `:terminal` of this Neovim (its job), or a
 ---      tmux pane (the child of a "tmux: server" process, whose socket is
 ---      read from /proc/net/unix).
@@ -25,7 +25,7 @@ local M = {}
 local H = {}
 
 --- The agents' program names (besides those of `terminal.cmd`).
-M.programs = { "amp", "claude", "gemini", "copilot", "opencode" }
+M.programs = { "amp", "claude", "gemini", "qwen", "copilot", "opencode" }
 
 --- Runs on a worker thread (its own Lua state: no upvalues). `ports` and
 --- `programs` are comma-separated, `peers_csv` the pids connected to our

@@ -53,7 +53,7 @@ async fn next(st: &mut State) -> Option<String> {
                 if st.sent.as_ref().is_some_and(|s| s.raw == state.raw) {
                     continue;
                 }
-                let text = vscode::selection_changed(&state);
+                let text = vscode::selection_changed(&state, vscode::Lines::FromZero);
                 crate::log_debug!("copilot: selection_changed {}", log::untrusted(&text));
                 st.last_at = Some(Instant::now());
                 st.sent = Some(state);

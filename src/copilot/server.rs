@@ -3,13 +3,10 @@
 //! over the shared MCP-over-HTTP server (`serve::mcp_http`), and its feed
 //! of `selection_changed`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
-use serde_json::{json, Value};
-use tokio::net::{UnixListener, UnixStream};
+use serde_json::Value;
 
 use super::protocol::{self, Lockfile, AUTH_HEADER, AUTH_SCHEME, LOCK_EXTENSION};
 use super::tools;
@@ -18,13 +15,14 @@ use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{pid_alive, DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_unix, HandshakeSlot};
+use crate::serve::listener::listen_unix;
 use crate::serve::mcp_http::sessions::{Session, STREAM_GRACE};
 use crate::serve::mcp_http::sse::Feed;
 use crate::serve::mcp_http::{self, McpHttp};
 use crate::serve::registry::Agent;
+use crate::serve::unix_peers::{self, Peers};
 
 pub const AGENT: Agent = Agent { id: "copilot", name: "Copilot" };
 
@@ -35,27 +33,12 @@ pub struct CopilotServer {
     pub socket: PathBuf,
     pub lockfile: DiscoveryFile,
     opening: tools::Opening,
-    /// The processes connected to the socket (the kernel's `SO_PEERCRED`):
-    /// their open connections and when their last one closed.
-    /// `lua/amp/route.lua` finds the terminal a Copilot runs in from them
-    /// (a Unix socket has no port to look up in /proc/net/tcp).
-    peers: Mutex<HashMap<u32, (usize, Instant)>>,
-}
-
-/// A connection's place in [`CopilotServer::peers`], given back on drop.
-struct Peer {
-    server: Arc<CopilotServer>,
-    pid: u32,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let mut peers = self.server.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((n, since)) = peers.get_mut(&self.pid) {
-            *n -= 1;
-            *since = Instant::now();
-        }
-    }
+    /// The processes connected to the socket, listed for `STREAM_GRACE`
+    /// after their last connection (Copilot renews its connection now and
+    /// then; a client counts as connected across that too:
+    /// `mcp_http::sessions`). `lua/amp/route.lua` finds the terminal a
+    /// Copilot runs in from them.
+    peers: Arc<Peers>,
 }
 
 impl CopilotServer {
@@ -77,7 +60,7 @@ impl CopilotServer {
             http: McpHttp::default(),
             socket,
             opening: tools::Opening::default(),
-            peers: Mutex::default(),
+            peers: Peers::new(STREAM_GRACE),
         }
     }
 
@@ -103,30 +86,6 @@ impl CopilotServer {
             serde_json::to_vec_pretty(&lock).expect("a lockfile serializes")
         };
         self.lockfile.write(contents, sweep).await
-    }
-
-    fn peer(self: &Arc<Self>, stream: &UnixStream) -> Option<Peer> {
-        let pid = u32::try_from(stream.peer_cred().ok()?.pid()?).ok()?;
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        // Forget the peers gone for longer than the grace: the map stays
-        // as small as the set of live clients.
-        peers.retain(|_, (n, since)| *n > 0 || since.elapsed() < STREAM_GRACE);
-        peers.entry(pid).or_insert((0, Instant::now())).0 += 1;
-        Some(Peer { server: self.clone(), pid })
-    }
-
-    /// The processes connected now, or within the last `STREAM_GRACE`:
-    /// Copilot renews its connection now and then (a client counts as
-    /// connected across that too: `mcp_http::sessions`).
-    fn peer_pids(&self) -> Vec<u32> {
-        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        let mut pids: Vec<u32> = peers
-            .iter()
-            .filter(|(_, (n, since))| *n > 0 || since.elapsed() < STREAM_GRACE)
-            .map(|(pid, _)| *pid)
-            .collect();
-        pids.sort_unstable();
-        pids
     }
 
     /// Queues a notification for every connected session; how many it reached.
@@ -202,23 +161,6 @@ impl mcp_http::Protocol for CopilotServer {
     }
 }
 
-/// Accepts Copilot CLI connections until the session stops; the sessions
-/// end with it (their event streams close).
-pub async fn accept(listener: UnixListener, server: Arc<CopilotServer>) {
-    let hub = server.hub.clone();
-    let serving = server.clone();
-    let serve = move |stream: UnixStream, slot: HandshakeSlot| {
-        let peer = serving.peer(&stream);
-        let serving = serving.clone();
-        async move {
-            mcp_http::serve(serving, stream, slot).await;
-            drop(peer);
-        }
-    };
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await;
-    server.http.sessions.end_all();
-}
-
 /// Starts the Copilot CLI front-end: its own socket (in a private
 /// directory) and nonce, its lockfile in `~/.copilot/ide/`. Main thread,
 /// inside the runtime.
@@ -228,25 +170,20 @@ pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let (dir, socket) = protocol::socket_path_from_env(uid, std::process::id());
-    let cannot = |e: std::io::Error| format!("copilot: cannot listen on {}: {e}", socket.display());
-    let listener = bind_unix(&dir, &socket).map_err(cannot)?;
-    let listener = UnixListener::from_std(listener).map_err(cannot)?;
+    let listener = listen_unix(AGENT.id, &dir, &socket)?;
     let mut random = [0u8; 16];
     rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut random);
     let nonce = crate::serve::token::generate_token();
     let server = Arc::new(CopilotServer::new(hub.clone(), nonce, socket, lock_dir, protocol::lock_name(random)));
-    hub.spawn(accept(listener, server.clone()));
-    let announce = server.clone().write_sweeping(true);
+    mcp_http::spawn_accepting(server.clone(), unix_peers::Tracked::new(listener, server.peers.clone()));
+    let announce = server.clone().write_and_announce(true);
     Ok(Started { front_end: server, announce })
 }
 
 impl CopilotServer {
-    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
-        Box::pin(async move {
-            let path = self.write_lockfile(sweep).await?;
-            log::info(format!("copilot: listening on {}, lockfile {}", self.socket.display(), path.display()));
-            Ok(path)
-        })
+    fn write_and_announce(self: Arc<Self>, sweep: bool) -> Announce {
+        let at = self.socket.to_string_lossy().into_owned();
+        announce(AGENT, at, async move { self.write_lockfile(sweep).await })
     }
 }
 
@@ -256,15 +193,13 @@ impl FrontEnd for CopilotServer {
     }
 
     fn status(&self) -> Value {
-        json!({
-            "enabled": true,
-            "socket": self.socket.to_string_lossy(),
-            "lockfile": self.lockfile.path.to_string_lossy(),
-            "discovery_file": self.lockfile.path.to_string_lossy(),
-            "clients": self.hub.clients(AGENT.id),
-            "sessions": self.http.sessions.count(),
-            "pids": self.peer_pids(),
-        })
+        // A socket, no port.
+        let mut status = base_status(None, &self.lockfile.path, self.hub.clients(AGENT.id));
+        status["socket"] = self.socket.to_string_lossy().into();
+        status["lockfile"] = self.lockfile.path.to_string_lossy().into();
+        status["sessions"] = self.http.sessions.count().into();
+        status["pids"] = self.peers.pids().into();
+        status
     }
 
     /// Copilot connects to the lockfile whose workspace folder is its
@@ -274,7 +209,7 @@ impl FrontEnd for CopilotServer {
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
-        self.write_sweeping(false)
+        self.write_and_announce(false)
     }
 
     fn stopped(&self) {

@@ -222,7 +222,10 @@ mod tests {
             let rejected = tool(&c, "open_diff", diff("two")).await;
             assert_eq!(rejected["result"], "REJECTED");
             assert!(fake.calls().contains(&Call::Propose("[Copilot CLI] - a.rs (1)".into(), "x\n".into())));
-            assert!(!fake.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite | Call::Replace)));
+            assert!(!fake
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied | Call::Replace | Call::MarkReloaded)));
             let bad = json!({"name": "open_diff", "arguments": {"original_file_path": "/w/a.rs", "tab_name": "t"}});
             assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
             assert!(waits_for_user("tools/call", &json!({"name": "open_diff"})));

@@ -14,6 +14,27 @@ use crate::core::published::SelectionSnapshot;
 use crate::core::selection::RawSelection;
 use crate::core::uri::path_to_file_uri;
 
+/// How a client reads the line numbers of these shapes: from 0 as VS Code
+/// counts them (Claude Code, Copilot CLI); OpenCode 1.18, a client of
+/// Claude's protocol, takes the same fields as 1-based (it shows
+/// `#start-end` and reads the mentioned file from `lineStart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Lines {
+    #[default]
+    FromZero,
+    FromOne,
+}
+
+impl Lines {
+    /// The wire number of 0-based line `line`.
+    pub fn of(self, line: usize) -> usize {
+        match self {
+            Lines::FromZero => line,
+            Lines::FromOne => line + 1,
+        }
+    }
+}
+
 /// A 0-based line and UTF-16 character.
 pub fn position(line: usize, character: usize) -> Value {
     json!({ "line": line, "character": character })
@@ -24,13 +45,18 @@ pub fn position(line: usize, character: usize) -> Value {
 /// selection with empty text; a blockwise selection's rows are joined
 /// with line breaks.
 pub fn selection(sel: &RawSelection) -> Value {
+    selection_for(sel, Lines::FromZero)
+}
+
+/// [`selection`] with its lines counted as `lines` says.
+pub fn selection_for(sel: &RawSelection, lines: Lines) -> Value {
     let first = sel.regions.first();
     let last = sel.regions.last();
     let (start, end) = match (first, last) {
         (Some(f), Some(l)) => {
             let (s, _) = f.utf16_range();
             let (_, e) = l.utf16_range();
-            (position(f.start_line, s), position(l.end_line, e))
+            (position(lines.of(f.start_line), s), position(lines.of(l.end_line), e))
         }
         _ => (position(0, 0), position(0, 0)),
     };
@@ -48,10 +74,14 @@ pub fn selection(sel: &RawSelection) -> Value {
 }
 
 /// The `selection_changed` notification of a published selection, encoded
-/// once per snapshot for every protocol that sends it (Claude Code,
-/// Copilot CLI).
-pub fn selection_changed(snapshot: &SelectionSnapshot) -> Arc<str> {
-    snapshot.encoded("vscode/selection_changed", |raw| crate::mcp::notification("selection_changed", &selection(raw)))
+/// once per snapshot and way of counting lines for every client that sends
+/// it (Claude Code and Copilot CLI share the 0-based one).
+pub fn selection_changed(snapshot: &SelectionSnapshot, lines: Lines) -> Arc<str> {
+    let key = match lines {
+        Lines::FromZero => "vscode/selection_changed",
+        Lines::FromOne => "vscode/selection_changed/from-1",
+    };
+    snapshot.encoded(key, |raw| crate::mcp::notification("selection_changed", &selection_for(raw, lines)))
 }
 
 /// Diagnostic severity names as VS Code spells them.

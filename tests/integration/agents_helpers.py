@@ -16,6 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import openai_mock
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fixtures" / "agents" / "node_modules"
 CLAUDE = AGENTS / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
@@ -375,6 +377,85 @@ def gemini_argv(responses: Path) -> list[str]:
     return ["node", str(GEMINI), "--fake-responses-non-strict", str(responses)]
 
 
+# Qwen Code --------------------------------------------------------------------
+# Driven offline against tests/integration/openai_mock.py (OPENAI_BASE_URL).
+
+QWEN = ROOT / "tests" / "fixtures" / "agent-qwen" / "node_modules" / "@qwen-code" / "qwen-code" / "cli-entry.js"
+# Its `qwen` command (a Node script).
+QWEN_BIN = ROOT / "tests" / "fixtures" / "agent-qwen" / "node_modules" / ".bin" / "qwen"
+
+
+def qwen_available() -> bool:
+    return QWEN.is_file() and shutil.which("node") is not None and shutil.which("tmux") is not None
+
+
+def qwen_home(home: Path, base_url: str, ide: bool = True) -> dict[str, str]:
+    """A HOME for Qwen Code: OpenAI-compatible auth against `base_url` (a
+    local stand-in), the IDE integration on, no update check, no usage
+    statistics, and none of the background requests that would take the
+    scripted model turns (follow-up suggestions, auto-memory); returns the
+    environment to run it with."""
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    settings = {"ide": {"enabled": ide, "hasSeenNudge": True},
+                "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+                "general": {"enableAutoUpdate": False},
+                "ui": {"enableFollowupSuggestions": False, "enableUserFeedback": False},
+                "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+                "privacy": {"usageStatisticsEnabled": False}}
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    return {
+        "HOME": str(home),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "qwen-dummy-offline-key",
+        "OPENAI_MODEL": "m",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+def qwen_argv(*args: str) -> list[str]:
+    return ["node", str(QWEN), *args]
+
+
+# OpenCode ---------------------------------------------------------------------
+# Driven offline against tests/integration/openai_mock.py through a provider
+# entry in its config.
+
+OPENCODE_FIXTURE = ROOT / "tests" / "fixtures" / "agent-opencode" / "node_modules"
+# The platform package's binary: what opencode-ai's `opencode` runs here.
+OPENCODE = OPENCODE_FIXTURE / "opencode-linux-x64" / "bin" / "opencode"
+
+
+def opencode_available() -> bool:
+    return OPENCODE.is_file() and os.access(OPENCODE, os.X_OK)
+
+
+def opencode_config(config_home: Path, base_url: str) -> dict[str, str]:
+    """OpenCode's config ($XDG_CONFIG_HOME/opencode/opencode.json): one
+    OpenAI-compatible provider at `base_url` (a local stand-in) as the
+    model, no update, no sharing; returns the variables that keep it
+    offline (no model list fetched, no default plugins installed)."""
+    (config_home / "opencode").mkdir(parents=True, exist_ok=True)
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
+                               "options": {"baseURL": base_url, "apiKey": "dummy"},
+                               "models": {"m": {"name": "m"}}}},
+        "model": "local/m",
+        "small_model": "local/m",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    (config_home / "opencode" / "opencode.json").write_text(json.dumps(config))
+    return {
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "TERM": "xterm-256color",
+    }
+
+
 # GitHub Copilot CLI -----------------------------------------------------------
 
 COPILOT = ROOT / "tests" / "fixtures" / "agent-copilot" / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"
@@ -387,10 +468,10 @@ def copilot_available() -> bool:
     return COPILOT.is_file() and os.access(COPILOT, os.X_OK) and shutil.which("tmux") is not None
 
 
-def copilot_env(home: Path, model_url: str, model: str = "test-model") -> dict[str, str]:
+def copilot_env(home: Path, model_url: str, model: str = openai_mock.MODEL) -> dict[str, str]:
     """The environment of an offline Copilot CLI: its own HOME (config,
     sessions, ~/.copilot/ide), the shared cache, and the model API at
-    `model_url` (an OpenAI chat-completions stand-in)."""
+    `model_url` (tests/integration/openai_mock.py)."""
     home.mkdir(parents=True, exist_ok=True)
     COPILOT_CACHE.mkdir(parents=True, exist_ok=True)
     return {
@@ -404,154 +485,3 @@ def copilot_env(home: Path, model_url: str, model: str = "test-model") -> dict[s
         "no_proxy": "127.0.0.1,localhost",
         "TERM": "xterm-256color",
     }
-
-
-class OpenAIMock:
-    """`POST /v1/chat/completions` (streamed as SSE chunks, or whole), the
-    model API of Copilot CLI offline. Each request of the main conversation
-    (the one that carries tools) takes the next scripted turn: a list of
-    `{"text": ...}` or `{"tool": name, "args": {...}}`; when the script is
-    used up, or for side requests (titles), it answers a short text. Every
-    request body is kept in `requests`."""
-
-    def __init__(self, script: list[list[dict]] | None = None, model: str = "test-model"):
-        self.script = list(script or [])
-        self.model = model
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
-        mock = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _json(self, value, status=200):
-                out = json.dumps(value).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def do_GET(self):
-                if self.path.split("?")[0].endswith("/models"):
-                    self._json({"object": "list", "data": [{"id": mock.model, "object": "model",
-                                                            "owned_by": "test"}]})
-                else:
-                    self._json({})
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                if not self.path.split("?")[0].endswith("/chat/completions"):
-                    self._json({"error": {"message": f"not here: {self.path}"}}, 404)
-                    return
-                items = mock._next_turn(body)
-                if body.get("stream"):
-                    self._stream(items)
-                else:
-                    self._json(mock.completion(items))
-
-            def _stream(self, items):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-
-                def chunk(delta, finish=None, usage=None):
-                    data = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
-                            "model": mock.model,
-                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                    if usage:
-                        data["usage"] = usage
-                    self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-
-                chunk({"role": "assistant", "content": ""})
-                calls = 0
-                for item in items:
-                    if "text" in item:
-                        chunk({"content": item["text"]})
-                    else:
-                        chunk({"tool_calls": [{"index": calls, "id": item["id"], "type": "function",
-                                               "function": {"name": item["tool"],
-                                                            "arguments": json.dumps(item["args"])}}]})
-                        calls += 1
-                chunk({}, "tool_calls" if calls else "stop",
-                      {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20})
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def completion(self, items: list[dict]) -> dict:
-        calls = [{"id": i["id"], "type": "function",
-                  "function": {"name": i["tool"], "arguments": json.dumps(i["args"])}}
-                 for i in items if "tool" in i]
-        message = {"role": "assistant", "content": "".join(i.get("text", "") for i in items) or None}
-        if calls:
-            message["tool_calls"] = calls
-        return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": self.model,
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
-
-    def _next_turn(self, body: dict) -> list[dict]:
-        with self.changed:
-            self.requests.append(body)
-            main = bool(body.get("tools"))
-            turn = self.script.pop(0) if main and self.script else [{"text": "Done."}]
-            self.changed.notify_all()
-        items = []
-        for i, item in enumerate(turn):
-            item = dict(item)
-            if "tool" in item:
-                item.setdefault("id", f"call_{len(self.requests):04d}_{i}")
-            items.append(item)
-        return items
-
-    def main_requests(self) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if r.get("tools")]
-
-    def wait_for(self, predicate, timeout: float = 60.0):
-        """Waits until `predicate(requests)` is truthy; returns its value."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                value = predicate(list(self.requests))
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"the model stand-in never saw what was expected ({len(self.requests)} requests)")
-                self.changed.wait(min(left, 0.5))
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def chat_text(body: dict) -> str:
-    """Every text of a chat-completions request (its messages), joined."""
-    out: list[str] = []
-    for message in body.get("messages") or []:
-        content = message.get("content")
-        if isinstance(content, str):
-            out.append(content)
-        elif isinstance(content, list):
-            out.extend(part.get("text", "") for part in content if isinstance(part, dict))
-    return "\n".join(out)

@@ -16,6 +16,7 @@ import pytest
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
 from mcp_clients import Events, Http
+from openai_mock import OpenAIMock, request_text
 from resilience_helpers import amp_log
 from review_helpers import open_review, proposals, wait_proposals, where_the_user_is, winbar
 
@@ -391,7 +392,7 @@ def run_copilot(ed, amp_env, script):
     """Copilot CLI in tmux in the workspace, offline against a model
     stand-in, with its log; returns (tmux, model, log dir). Its folder-trust
     question is answered (the lockfile does not vouch for the folder)."""
-    model = ah.OpenAIMock(script)
+    model = OpenAIMock(script)
     env = ah.copilot_env(amp_env.home, model.url)
     # What a terminal Neovim starts gets (:Amp open copilot): Copilot needs
     # no variable of ours, only the workspace as its working folder.
@@ -457,7 +458,7 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
     ed.edit(f)
     ed.nvim.input("jVj")
     wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
-    tmux, model, logs = run_copilot(ed, amp_env, [[{"text": "Fine."}]])
+    tmux, model, logs = run_copilot(ed, amp_env, [[{"type": "text", "text": "Fine."}]])
     try:
         try:
             wait_for(lambda: "Connected to IDE MCP server: Neovim" in copilot_log(logs), 60,
@@ -468,13 +469,13 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
         assert copilot_status(ed)["pids"], "the connected process is known"
         tmux.submit("what did I select?")
         try:
-            body = model.wait_for(lambda rs: next((r for r in rs if "beta line\ngamma line" in ah.chat_text(r)),
+            body = model.wait_for(lambda rs: next((r for r in rs if "beta line\ngamma line" in request_text(r)),
                                                   None), 60)
         except AssertionError:
             raise AssertionError("no selection in the model request; screen:\n" + tmux.screen()
-                                 + "\n".join(ah.chat_text(r)[-1500:] for r in model.requests))
+                                 + "\n".join(request_text(r)[-1500:] for r in model.requests))
         # The selection's file is named to the model with it.
-        assert "notes.txt" in ah.chat_text(body)
+        assert "notes.txt" in request_text(body)
         tmux.wait_screen("Fine.", 60)
         # :Amp send types into the terminal Copilot runs in (a tmux pane),
         # found from the process connected to our Unix socket.
@@ -484,7 +485,7 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
             tmux.wait_screen("hello from neovim", 20)
         except AssertionError as e:
             raise AssertionError(f"messages: {ed.messages()}; status: {copilot_status(ed)}") from e
-        wait_for(lambda: "hello from neovim" in "\n".join(ah.chat_text(r) for r in model.requests), 30,
+        wait_for(lambda: "hello from neovim" in "\n".join(request_text(r) for r in model.requests), 30,
                  "the sent message to reach the model")
     finally:
         tmux.close()
@@ -493,7 +494,7 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
 
 
 def edit(path, old, new):
-    return [{"tool": "edit", "args": {"path": str(path), "old_str": old, "new_str": new}}]
+    return [{"type": "tool_use", "name": "edit", "input": {"path": str(path), "old_str": old, "new_str": new}}]
 
 
 def review_of_copilot(ed, settle: float = 1.5):
@@ -524,9 +525,9 @@ def test_real_copilot_edit_saved_with_w_as_proposed_then_rejected_with_q(nvim_fa
     ed.edit(f)
     tmux, model, logs = run_copilot(ed, amp_env, [
         edit(f, "upon", "UPON"),
-        [{"text": "Edited."}],
+        [{"type": "text", "text": "Edited."}],
         edit(f, "once", "twice"),
-        [{"text": "Understood."}],
+        [{"type": "text", "text": "Understood."}],
     ])
     try:
         wait_for(lambda: copilot_status(ed)["clients"] == 1, 60, "Copilot to connect")
@@ -591,7 +592,7 @@ def test_real_copilot_opened_with_amp_open_attaches_with_nothing_set(nvim_factor
     """`:Amp open copilot` with the default command (`copilot` on PATH):
     Copilot attaches to this Neovim by its working folder alone, `:Amp
     send` reaches it, and :checkhealth finds the binary and its version."""
-    mock = ah.OpenAIMock([[{"text": "Hello back."}]])
+    mock = OpenAIMock([[{"type": "text", "text": "Hello back."}]])
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "copilot").symlink_to(ah.COPILOT)
@@ -625,11 +626,11 @@ def test_real_copilot_opened_with_amp_open_attaches_with_nothing_set(nvim_factor
         assert copilot_status(ed)["pids"]
         time.sleep(1)
         ed.nvim.command("Amp send hello over amp open")
-        wait_for(lambda: "hello over amp open" in "\n".join(ah.chat_text(r) for r in mock.requests), 60,
+        wait_for(lambda: "hello over amp open" in "\n".join(request_text(r) for r in mock.requests), 60,
                  "the sent text to reach the model")
         wait_for(lambda: "Hello back." in screen(), 30, "the answer on Copilot's screen")
         ed.nvim.command("checkhealth amp")
         health = "\n".join(ed.nvim.current.buffer[:])
-        assert f"copilot (GitHub Copilot CLI 1.0.102) found: {bindir / 'copilot'}" in health, health
+        assert f"copilot (GitHub Copilot CLI) 1.0.102: {bindir / 'copilot'}" in health, health
     finally:
         mock.close()
