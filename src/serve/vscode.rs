@@ -163,6 +163,23 @@ mod tests {
     }
 
     #[test]
+    fn selection_changed_is_encoded_once_per_way_of_counting_lines() {
+        let sel = RawSelection { path: "/a".into(), cursor_only: false, regions: vec![region(2, 0, 2, 1, &["x"])] };
+        let snapshot = SelectionSnapshot::new(sel);
+        let zero = selection_changed(&snapshot, Lines::FromZero);
+        let one = selection_changed(&snapshot, Lines::FromOne);
+        // The same text object each time: encoded once, shared by every client.
+        assert!(Arc::ptr_eq(&zero, &selection_changed(&snapshot, Lines::FromZero)));
+        assert!(Arc::ptr_eq(&one, &selection_changed(&snapshot, Lines::FromOne)));
+        let line = |text: &str| {
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(v["method"], "selection_changed");
+            v["params"]["selection"]["start"]["line"].as_u64().unwrap()
+        };
+        assert_eq!((line(&zero), line(&one)), (2, 3));
+    }
+
+    #[test]
     fn diagnostics_are_grouped_per_file_in_utf16_units() {
         let raw = |path: &str, col: usize, end_col: usize, severity: u8| RawDiagnostic {
             path: path.into(),
