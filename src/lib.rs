@@ -7,14 +7,15 @@
 //! - `serve`: the serving layer every agent front-end stands on (listeners,
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
-//! - `amp`, `claude`, `ide_companion` (Gemini CLI and Qwen Code, with
-//!   `mcp`), `mcp_server`, `tap` and `openctx`: the protocols, which use
-//!   `core` and `serve` and never each other;
+//! - `amp`, `claude`, `ide_companion` (Gemini CLI and Qwen Code),
+//!   `copilot` (with `mcp`), `mcp_server`, `tap` and `openctx`: the
+//!   protocols, which use `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
 pub mod amp;
 pub mod claude;
+pub mod copilot;
 pub mod core;
 pub mod editor_tools;
 pub mod ide_companion;

@@ -8,6 +8,7 @@ local M = {}
 M.known = {
   qwen = { name = "Qwen Code", install = "npm install -g @qwen-code/qwen-code" },
   opencode = { name = "OpenCode", install = "npm install -g opencode-ai" },
+  copilot = { name = "GitHub Copilot CLI", install = "npm install -g @github/copilot" },
 }
 
 --- How long `--version` may take, all of them together (ms).
@@ -49,7 +50,8 @@ function M.probe()
     local left = math.max(1, math.floor((deadline - vim.uv.hrtime()) / 1e6))
     local res = job:wait(left)
     local text = vim.trim(res.stdout or "")
-    local version = res.code == 0 and text:match("%d+%.%d+[%w%.%-]*") or nil
+    -- (Copilot CLI ends its line with a full stop: "GitHub Copilot CLI 1.0.102.")
+    local version = res.code == 0 and text:match("%d+%.%d+[%w%.%-]*%f[%.%s%z]") or nil
     if version then
       entry.version = version
     else

@@ -254,14 +254,15 @@ M.register("ref", {
       H.error(err)
       return
     end
-    -- Claude Code / OpenCode connected to this Neovim take an at_mentioned
-    -- (they show the reference in their prompt themselves), unless the
+    -- Claude Code / OpenCode (at_mentioned) and Copilot CLI
+    -- (add_selection) connected to this Neovim take the reference through
+    -- their protocol (they show it in their prompt themselves), unless the
     -- text goes to another agent's :Amp open terminal. Otherwise the
     -- reference is typed into the agent's prompt (amp.message).
     local terminal = package.loaded["amp.terminal"]
     local term = terminal and terminal.target()
-    local claude_like = not term or term.agent == "claude" or term.agent == "opencode"
-    if claude_like and H.claude_mention(args) > 0 then
+    local mentions = not term or vim.list_contains(H.MENTIONS, term.agent)
+    if mentions and H.mention(args) > 0 then
       return
     end
     require("amp.message").send_reference(ref)
@@ -472,11 +473,20 @@ function H.filter(items, prefix)
   end, items)
 end
 
---- Sends at_mentioned for the range (or the whole buffer) to connected
---- Claude clients; returns how many it reached.
-function H.claude_mention(args)
-  local claude = (require("amp").status().agents or {}).claude
-  if not (claude and claude.enabled and (claude.clients or 0) > 0) then
+--- The agents (`:Amp open` names) whose protocol takes a reference.
+H.MENTIONS = { "claude", "opencode", "copilot" }
+
+--- Sends the range (or the whole buffer) to the connected clients whose
+--- protocol takes a reference (Claude's at_mentioned, Copilot's
+--- add_selection); returns how many it reached.
+function H.mention(args)
+  local agents = require("amp").status().agents or {}
+  local connected = false
+  for _, id in ipairs({ "claude", "copilot" }) do
+    local a = agents[id]
+    connected = connected or (type(a) == "table" and a.enabled and (tonumber(a.clients) or 0) > 0)
+  end
+  if not connected then
     return 0
   end
   local name = vim.api.nvim_buf_get_name(0)
@@ -505,11 +515,13 @@ function H.status_text()
       if agent.enabled then
         served = served + 1
         local n = tonumber(agent.clients) or 0
-        if agent.port == nil and agent.url then
+        if agent.port == nil and agent.socket == nil and agent.url then
           -- A client of a gateway (tap): whether it is connected.
           parts[#parts + 1] = ("%s %s"):format(id, n > 0 and "connected" or "not connected")
         else
-          parts[#parts + 1] = ("%s on :%s, %d client%s"):format(id, agent.port, n, n == 1 and "" or "s")
+          -- A TCP port, or Copilot CLI's Unix socket.
+          local where = agent.port and (":" .. tostring(agent.port)) or tostring(agent.socket)
+          parts[#parts + 1] = ("%s on %s, %d client%s"):format(id, where, n, n == 1 and "" or "s")
         end
       end
     end

@@ -26,7 +26,7 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, tap: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, copilot: boolean, tap: boolean } the attach protocols served
 ---@field tap { url: string } the tap gateway's address (agents.tap)
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
@@ -52,9 +52,12 @@ M.defaults = {
   -- and opens another (:help amp-gemini); `qwen` (Qwen Code) writes
   -- ~/.qwen/ide/<port>.lock ($QWEN_HOME/ide/) and opens another (:help
   -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
-  -- (:help amp-mcp); `tap` offers them to GitHub Copilot CLI sessions
-  -- through a tap gateway (:help amp-tap). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false, tap = false },
+  -- (:help amp-mcp); `copilot` (GitHub Copilot CLI) writes
+  -- ~/.copilot/ide/<uuid>.lock ($COPILOT_HOME/ide/ when set) and listens
+  -- on a private Unix socket (:help amp-copilot); `tap` offers the
+  -- editor's tools to Copilot CLI sessions through a tap gateway (:help
+  -- amp-tap). Each is off unless asked for.
+  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false, copilot = false, tap = false },
   -- The tap gateway (agents.tap): a WebSocket on this machine.
   tap = { url = "ws://localhost:9400" },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
@@ -151,6 +154,7 @@ M.defaults = {
       claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
       qwen = { "qwen", "--approval-mode", "default" },
+      copilot = { "copilot" },
       opencode = { "opencode" },
       -- Agents without an attach protocol of their own: they get the
       -- editor's tools over MCP (agents.mcp; :help amp-mcp).
@@ -188,7 +192,7 @@ M.defaults = {
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "qwen", "opencode" }
+M.terminal_agents = { "amp", "claude", "gemini", "qwen", "copilot", "opencode" }
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -301,6 +305,7 @@ function M.validate(config)
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
     { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
     { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
+    { "agents.copilot", config.agents.copilot, H.is_boolean, "a boolean" },
     { "agents.tap", config.agents.tap, H.is_boolean, "a boolean" },
     { "tap.url", config.tap.url, H.is_tap_url, "a ws:// URL on this machine (localhost, 127.0.0.1 or [::1])" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
@@ -400,6 +405,7 @@ function M.validate(config)
     { "terminal.cmd.claude", config.terminal.cmd.claude, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.qwen", config.terminal.cmd.qwen, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.copilot", config.terminal.cmd.copilot, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {

@@ -63,9 +63,9 @@ function H.check_agents(status)
       local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil
       local n = tonumber(a.clients) or 0
-      local line = ("%s: port %s, %d client%s, discovery file %s"):format(
+      local line = ("%s: %s, %d client%s, discovery file %s"):format(
         id,
-        tostring(a.port),
+        a.port and ("port " .. tostring(a.port)) or ("socket " .. tostring(a.socket)),
         n,
         n == 1 and "" or "s",
         tostring(file)
@@ -175,8 +175,9 @@ function H.check_server()
   local listening = {}
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = status.agents[id]
-    if a.enabled and a.port ~= nil then
-      listening[#listening + 1] = ("%s on 127.0.0.1:%s"):format(id, tostring(a.port))
+    if a.enabled and (a.port ~= nil or a.socket ~= nil) then
+      local where = a.port and ("127.0.0.1:" .. tostring(a.port)) or tostring(a.socket)
+      listening[#listening + 1] = ("%s on %s"):format(id, where)
     end
   end
   local tap = status.agents.tap

@@ -6,10 +6,12 @@
 ---
 ---   1. the sockets connected to one of this Neovim's servers (ports from
 ---      `require("amp").status()`), from /proc/net/tcp and tcp6;
----   2. the processes holding them (/proc/<pid>/fd), kept when the
----      program is an agent's (`amp`, `claude`, `gemini`, `qwen`, `opencode`, or
----      the program of a `terminal.cmd`): a test client or a script that
----      holds a connection is no terminal to type into;
+---   2. the processes holding them (/proc/<pid>/fd), and those connected
+---      to a Unix socket of ours (Copilot CLI: the kernel's peer pids, in
+---      `status().agents.copilot.pids`), kept when the program is an
+---      agent's (`amp`, `claude`, `gemini`, `qwen`, `copilot`, `opencode`,
+---      or the program of a `terminal.cmd`): a test client or a script
+---      that holds a connection is no terminal to type into;
 ---   3. the agent's ancestors: a `:terminal` of this Neovim (its job), or a
 ---      tmux pane (the child of a "tmux: server" process, whose socket is
 ---      read from /proc/net/unix).
@@ -23,12 +25,13 @@ local M = {}
 local H = {}
 
 --- The agents' program names (besides those of `terminal.cmd`).
-M.programs = { "amp", "claude", "gemini", "qwen", "opencode" }
+M.programs = { "amp", "claude", "gemini", "qwen", "copilot", "opencode" }
 
 --- Runs on a worker thread (its own Lua state: no upvalues). `ports` and
---- `programs` are comma-separated; returns a JSON list of
+--- `programs` are comma-separated, `peers_csv` the pids connected to our
+--- Unix sockets; returns a JSON list of
 --- `{ pid, program, nvim_child?, tmux_socket?, pane_pid? }`.
-local function scan(ports_csv, programs_csv, nvim_pid)
+local function scan(ports_csv, programs_csv, nvim_pid, peers_csv)
   local uv = vim.uv or vim.loop
   local function read(path)
     local f = io.open(path, "rb")
@@ -67,19 +70,27 @@ local function scan(ports_csv, programs_csv, nvim_pid)
       end
     end
   end
-  if not any then
+  -- 2. The processes that hold them (only our own user's are readable),
+  -- and the peers of our Unix sockets.
+  local found, peers = {}, {}
+  for p in peers_csv:gmatch("%d+") do
+    local pid = tonumber(p)
+    if pid ~= nvim_pid and not peers[pid] and uv.fs_stat("/proc/" .. p) then
+      peers[pid] = true
+      found[#found + 1] = pid
+    end
+  end
+  if not any and #found == 0 then
     return "[]"
   end
-  -- 2. The processes that hold them (only our own user's are readable).
-  local found = {}
-  local proc = uv.fs_scandir("/proc")
+  local proc = any and uv.fs_scandir("/proc")
   while proc do
     local name = uv.fs_scandir_next(proc)
     if not name then
       break
     end
     local pid = tonumber(name)
-    if pid and pid ~= nvim_pid then
+    if pid and pid ~= nvim_pid and not peers[pid] then
       local fds = uv.fs_scandir("/proc/" .. name .. "/fd")
       while fds do
         local fd = uv.fs_scandir_next(fds)
@@ -173,8 +184,8 @@ end
 --- program }`, the most recently started agent first (the highest pid).
 ---@param on_done fun(routes: table[])
 function M.find(on_done)
-  local ports = H.ports()
-  if #ports == 0 or vim.fn.has("linux") == 0 then
+  local ports, peers = H.ports()
+  if (#ports == 0 and #peers == 0) or vim.fn.has("linux") == 0 then
     return on_done({})
   end
   local work = vim.uv.new_work(scan, function(result)
@@ -183,7 +194,7 @@ function M.find(on_done)
       on_done(H.routes(ok and type(found) == "table" and found or {}))
     end)
   end)
-  work:queue(table.concat(ports, ","), table.concat(H.programs(), ","), vim.fn.getpid())
+  work:queue(table.concat(ports, ","), table.concat(H.programs(), ","), vim.fn.getpid(), table.concat(peers, ","))
 end
 
 --- Types `text` as a bracketed paste into a route `M.find` gave, then
@@ -226,13 +237,14 @@ end
 
 -- Helpers -------------------------------------------------------------------
 
---- The ports of this Neovim's servers (Amp, Claude, Gemini).
+--- The ports of this Neovim's servers (Amp, Claude, Gemini), and the
+--- pids connected to its Unix sockets (Copilot CLI).
 function H.ports()
   local status = require("amp").status()
   if not status.running then
-    return {}
+    return {}, {}
   end
-  local ports = {}
+  local ports, peers = {}, {}
   if tonumber(status.port) then
     ports[#ports + 1] = tostring(status.port)
   end
@@ -240,8 +252,13 @@ function H.ports()
     if type(agent) == "table" and agent.enabled ~= false and tonumber(agent.port) then
       ports[#ports + 1] = tostring(agent.port)
     end
+    for _, pid in ipairs(type(agent) == "table" and type(agent.pids) == "table" and agent.pids or {}) do
+      if tonumber(pid) then
+        peers[#peers + 1] = tostring(pid)
+      end
+    end
   end
-  return ports
+  return ports, peers
 end
 
 function H.programs()

@@ -77,6 +77,7 @@ M.args = {
   claude = { "--continue", "--resume", "--model", "--permission-mode", "--fork-session" },
   gemini = { "--resume", "latest", "--model", "--approval-mode" },
   qwen = { "--continue", "--resume", "--model", "--approval-mode" },
+  copilot = { "--continue", "--resume", "--model", "--name" },
   opencode = { "--continue", "--session", "--model" },
 }
 
@@ -325,13 +326,15 @@ end
 
 -- The protocol each agent attaches with; any other gets the editor's
 -- tools over MCP (agents.mcp).
-H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen" }
+H.protocols =
+  { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen", copilot = "copilot" }
 
 -- Whether this Neovim serves the front-end `id`.
 function H.serves(id)
   local status = require("amp").status()
   local front = status.running and type(status.agents) == "table" and status.agents[id] or nil
-  return type(front) == "table" and front.enabled ~= false and front.port ~= nil
+  -- (Copilot CLI's server is a Unix socket: no port.)
+  return type(front) == "table" and front.enabled ~= false and (front.port ~= nil or front.socket ~= nil)
 end
 
 -- The MCP server for this run of `agent`, where its CLI takes one on its
@@ -350,7 +353,6 @@ end
 function H.warn_unattached(agent)
   local amp = require("amp")
   local status = amp.status()
-  local agents = status.running and status.agents or {}
   local served = H.protocols[agent] or "mcp"
   if served == "mcp" or (not H.serves(served) and H.serves("mcp")) then
     if H.serves("mcp") then
@@ -358,8 +360,7 @@ function H.warn_unattached(agent)
     end
     served = "mcp"
   end
-  local front = agents[served]
-  if type(front) == "table" and front.enabled ~= false and front.port then
+  if H.serves(served) then
     return false
   end
   local action = status.running and ("set agents.%s = true"):format(served) or "run :Amp start"

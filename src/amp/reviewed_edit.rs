@@ -68,8 +68,14 @@ pub async fn edit_file(
             Err(why) => Outcome::Refused(why),
         }
     } else {
-        let proposal =
-            Proposal { name: review_name(abs), path: abs.to_path_buf(), original: Some(original), proposed, owner };
+        let proposal = Proposal {
+            name: review_name(abs),
+            path: abs.to_path_buf(),
+            original: Some(original),
+            proposed,
+            owner,
+            edits_kept: true,
+        };
         review_and_write(&files, proposal, timeout).await.map_err(editor_error)?
     };
     Ok(answer(abs, outcome, timeout))

@@ -50,25 +50,8 @@ pub fn lock_dir_from_env() -> Option<PathBuf> {
 }
 
 /// How a client reads the line numbers of `selection_changed` and
-/// `at_mentioned`: Claude Code as VS Code counts them (from 0); OpenCode
-/// 1.18 takes the same fields as 1-based (it shows `#start-end` and reads
-/// the mentioned file from `lineStart`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Lines {
-    #[default]
-    FromZero,
-    FromOne,
-}
-
-impl Lines {
-    /// The wire number of 0-based line `line`.
-    pub fn of(self, line: usize) -> usize {
-        match self {
-            Lines::FromZero => line,
-            Lines::FromOne => line + 1,
-        }
-    }
-}
+/// `at_mentioned`: Claude Code from 0, OpenCode from 1 (`serve::vscode`).
+pub use crate::serve::vscode::Lines;
 
 /// A kind of client of this protocol: the name it is announced by, and
 /// how it reads line numbers.
@@ -141,41 +124,10 @@ pub fn tools() -> Value {
     ] })
 }
 
-/// A 0-based line and UTF-16 character.
-fn position(line: usize, character: usize) -> Value {
-    json!({ "line": line, "character": character })
-}
-
-/// The selection as `selection_changed` and `getCurrentSelection` carry it:
-/// the cursor is an empty selection with empty text.
-pub fn selection(sel: &RawSelection) -> Value {
-    selection_for(sel, Lines::FromZero)
-}
-
-/// [`selection`] with its lines counted as `lines` says.
-pub fn selection_for(sel: &RawSelection, lines: Lines) -> Value {
-    let first = sel.regions.first();
-    let last = sel.regions.last();
-    let (start, end) = match (first, last) {
-        (Some(f), Some(l)) => {
-            let (s, _) = f.utf16_range();
-            let (_, e) = l.utf16_range();
-            (position(lines.of(f.start_line), s), position(lines.of(l.end_line), e))
-        }
-        _ => (position(0, 0), position(0, 0)),
-    };
-    let text = if sel.cursor_only {
-        String::new()
-    } else {
-        sel.regions.iter().map(|r| r.content(false)).collect::<Vec<_>>().join("\n")
-    };
-    json!({
-        "text": text,
-        "filePath": sel.path.to_string_lossy(),
-        "fileUrl": path_to_file_uri(&sel.path),
-        "selection": { "start": start, "end": end, "isEmpty": text.is_empty() },
-    })
-}
+/// The selection as `selection_changed` and `getCurrentSelection` carry it,
+/// its lines counted from 0 or as `lines` says (VS Code's shape, shared
+/// with other protocols: `serve::vscode`).
+pub use crate::serve::vscode::{selection, selection_for};
 
 /// `getCurrentSelection` / `getLatestSelection`: the selection with `success`.
 pub fn selection_answer(sel: Option<&RawSelection>, missing: &str) -> Value {
@@ -208,15 +160,7 @@ pub fn workspace_folders(folders: &[String]) -> Value {
     json!({ "success": true, "folders": list, "rootPath": folders.first() })
 }
 
-/// Diagnostic severity names as VS Code spells them.
-pub fn severity_name(severity: u8) -> &'static str {
-    match severity {
-        1 => "Error",
-        2 => "Warning",
-        3 => "Information",
-        _ => "Hint",
-    }
-}
+pub use crate::serve::vscode::severity_name;
 
 #[cfg(test)]
 mod tests {

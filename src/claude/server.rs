@@ -277,10 +277,9 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox, lines: Lines) {
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        // One encoding per way of counting lines, shared by every client.
-        let key = if lines == Lines::FromOne { "opencode" } else { "claude" };
-        let text =
-            state.encoded(key, |raw| mcp::notification("selection_changed", &protocol::selection_for(raw, lines)));
+        // One encoding per way of counting lines, shared by every client
+        // (Claude Code's with Copilot CLI's).
+        let text = crate::serve::vscode::selection_changed(&state, lines);
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if !outbox.send(text.to_string()).await {
             return;

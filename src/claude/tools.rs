@@ -3,11 +3,9 @@
 //! through the core's [`Editor`] (Neovim's is `nvim::editor::Neovim`; the
 //! tests use `core::fake_editor`), the same one the Amp protocol uses.
 
-use std::path::PathBuf;
-
 use serde_json::{json, Map, Value};
 
-use super::protocol::{self, severity_name};
+use super::protocol;
 use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::editor::{Editor, EditorError, TextToSelect};
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
@@ -87,28 +85,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 _ => None,
             };
             let found = answered(cx.editor.diagnostics(path.map(|p| vec![p])).await)?;
-            let mut files: Vec<(PathBuf, Vec<Value>)> = Vec::new();
-            for d in found {
-                let (start, end) = (d.utf16_start(), d.utf16_end());
-                let item = json!({
-                    "message": d.message,
-                    "severity": severity_name(d.severity),
-                    "range": {
-                        "start": { "line": start.0, "character": start.1 },
-                        "end": { "line": end.0, "character": end.1 },
-                    },
-                    "source": d.source,
-                });
-                match files.iter_mut().find(|(p, _)| *p == d.path) {
-                    Some((_, list)) => list.push(item),
-                    None => files.push((d.path, vec![item])),
-                }
-            }
-            let list: Vec<Value> = files
-                .into_iter()
-                .map(|(path, diagnostics)| json!({ "uri": path_to_file_uri(&path), "diagnostics": diagnostics }))
-                .collect();
-            Ok(text(&Value::Array(list)))
+            Ok(text(&crate::serve::vscode::diagnostics(found)))
         }
         "checkDocumentDirty" => {
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
@@ -170,8 +147,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // FILE_SAVED carries the final text: Claude writes the file
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
             // a rejection is always DIFF_REJECTED.
-            let proposal =
-                Proposal { name: tab_name.clone(), path, original: None, proposed: contents, owner: cx.owner };
+            let proposal = Proposal {
+                name: tab_name.clone(),
+                path,
+                original: None,
+                proposed: contents,
+                owner: cx.owner,
+                edits_kept: true,
+            };
             Ok(match answered(cx.editor.propose(proposal).await)? {
                 Decision::Accepted(text) => mcp::text_content(&["FILE_SAVED", &text], false),
                 Decision::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),

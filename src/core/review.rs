@@ -47,6 +47,11 @@ pub struct Proposal {
     pub original: Option<String>,
     pub proposed: String,
     pub owner: Owner,
+    /// Whether the user's edits in the review reach the agent: true when
+    /// it is told the accepted text (Amp, Claude, Gemini); false when it
+    /// writes its own proposal whatever the answer (Copilot CLI), so the
+    /// view offers no edit and says so.
+    pub edits_kept: bool,
 }
 
 /// Why a review closed without the user's decision.
@@ -136,6 +141,7 @@ mod tests {
             original: original.map(Into::into),
             proposed: "new\n".into(),
             owner: Owner::new("Amp"),
+            edits_kept: true,
         }
     }
 

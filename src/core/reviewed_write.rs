@@ -80,6 +80,7 @@ mod tests {
             original: Some(original.into()),
             proposed: proposed.into(),
             owner: Owner::new("Test"),
+            edits_kept: true,
         }
     }
 

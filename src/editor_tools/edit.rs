@@ -46,8 +46,14 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
     // The user decides now: the request holds no place meanwhile.
     held.release();
     let name = review_name(&path, cx.client, description);
-    let proposal =
-        Proposal { name, path: path.clone(), original: Some(original), proposed: proposed.clone(), owner: cx.owner };
+    let proposal = Proposal {
+        name,
+        path: path.clone(),
+        original: Some(original),
+        proposed: proposed.clone(),
+        owner: cx.owner,
+        edits_kept: true,
+    };
     let timeout = Duration::from_millis(cx.hub.options.review_timeout_ms);
     match review_and_write(&files, proposal, timeout).await.map_err(editor_failed)? {
         Reviewed::TimedOut => Err(format!(

@@ -124,6 +124,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 original: None,
                 proposed,
                 owner: cx.owner,
+                edits_kept: true,
             };
             let (editor, diffs, notify, owner) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone(), cx.owner);
             (cx.spawn)(Box::pin(async move {

@@ -157,6 +157,8 @@ pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
     let owner = proposal.owner;
     let path = proposal.path.to_string_lossy().into_owned();
     let name = proposal.name.clone();
+    // The agent writes its own proposal: the view offers no edit.
+    let as_proposed = !proposal.edits_kept;
     let shown = on_main(move || -> Result<(), String> {
         let lua = nvim::lua().map_err(lua_err)?;
         let meta = lua.create_table().map_err(lua_err)?;
@@ -169,6 +171,7 @@ pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
         set("nl", mlua::Value::String(lua.create_string(nl).map_err(lua_err)?))?;
         set("bytes", mlua::Value::Number(bytes as f64))?;
         set("conflicts", mlua::Value::Number(conflicts as f64))?;
+        set("as_proposed", mlua::Value::Boolean(as_proposed))?;
         if let Some(tick) = tick {
             set("tick", mlua::Value::Number(tick as f64))?;
         }

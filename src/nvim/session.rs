@@ -30,6 +30,7 @@ const FRONT_ENDS: &[(&str, Start)] = &[
     ("gemini", crate::ide_companion::gemini::start),
     ("qwen", crate::ide_companion::qwen::start),
     ("mcp", crate::mcp_server::server::start),
+    ("copilot", crate::copilot::server::start),
     ("tap", crate::tap::client::start),
 ];
 

@@ -270,6 +270,13 @@ pub fn bind_unix(dir: &Path, path: &Path) -> io::Result<std::os::unix::net::Unix
     Ok(listener)
 }
 
+/// [`bind_unix`] as a tokio listener for `agent`'s front-end (errors name
+/// the agent and the socket). Inside the runtime, on the main thread.
+pub fn listen_unix(agent: &str, dir: &Path, path: &Path) -> Result<UnixListener, String> {
+    let cannot = |e: io::Error| format!("{agent}: cannot listen on {}: {e}", path.display());
+    UnixListener::from_std(bind_unix(dir, path).map_err(cannot)?).map_err(cannot)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

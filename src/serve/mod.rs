@@ -18,5 +18,7 @@ pub mod options;
 pub mod registry;
 pub mod tasks;
 pub mod token;
+pub mod unix_peers;
+pub mod vscode;
 pub mod websocket;
 pub mod write_deadline;

@@ -16,6 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import openai_mock
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fixtures" / "agents" / "node_modules"
 CLAUDE = AGENTS / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
@@ -450,5 +452,36 @@ def opencode_config(config_home: Path, base_url: str) -> dict[str, str]:
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "TERM": "xterm-256color",
+    }
+
+
+# GitHub Copilot CLI -----------------------------------------------------------
+
+COPILOT = ROOT / "tests" / "fixtures" / "agent-copilot" / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"
+# The binary unpacks ~235 MB into $COPILOT_CACHE_HOME on first run: one
+# cache for every test (and every run).
+COPILOT_CACHE = ROOT / ".cache" / "copilot"
+
+
+def copilot_available() -> bool:
+    return COPILOT.is_file() and os.access(COPILOT, os.X_OK) and shutil.which("tmux") is not None
+
+
+def copilot_env(home: Path, model_url: str, model: str = openai_mock.MODEL) -> dict[str, str]:
+    """The environment of an offline Copilot CLI: its own HOME (config,
+    sessions, ~/.copilot/ide), the shared cache, and the model API at
+    `model_url` (tests/integration/openai_mock.py)."""
+    home.mkdir(parents=True, exist_ok=True)
+    COPILOT_CACHE.mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home),
+        "COPILOT_CACHE_HOME": str(COPILOT_CACHE),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": model_url,
+        "COPILOT_PROVIDER_API_KEY": "copilot-dummy-offline-key",
+        "COPILOT_MODEL": model,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
         "TERM": "xterm-256color",
     }

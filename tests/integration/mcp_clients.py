@@ -1,8 +1,8 @@
 """Clients of the MCP front-ends, shared by their tests: an MCP client
 over the Claude Code transport (WebSocket, subprotocol `mcp`, the token in
 a header), and a plain HTTP/1.1 client with the session's SSE stream for
-MCP Streamable HTTP (Gemini CLI and the others). Every header is the
-test's."""
+MCP Streamable HTTP (Gemini CLI on loopback TCP with a bearer token,
+Copilot CLI on a Unix socket with a nonce). Every header is the test's."""
 
 import http.client
 import json
@@ -75,22 +75,51 @@ def handshake(client):
     return init
 
 
-class Http:
-    """A plain HTTP/1.1 client (http.client): every header is the test's."""
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a Unix socket (as Node's http.request with socketPath)."""
 
-    def __init__(self, port, token, host=None):
-        self.port, self.token = port, token
-        self.host = host or f"127.0.0.1:{port}"
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+    def _send_output(self, message_body=None, encode_chunked=False):
+        # Head and body in one write: a server that refuses a request
+        # closes without reading its body, and a body written after that
+        # fails at once on a Unix socket (EPIPE) where TCP would take it.
+        self._buffer.extend((b"", b""))
+        msg = b"\r\n".join(self._buffer)
+        del self._buffer[:]
+        self.send(msg + (message_body or b""))
+
+
+class Http:
+    """A plain HTTP/1.1 client (http.client): every header is the test's.
+    On loopback TCP (`port`) with `Authorization: Bearer`, or on a Unix
+    socket (`unix`, its path) with `Authorization: Nonce` and the Host
+    Node sends there (`localhost`)."""
+
+    def __init__(self, port, token, host=None, unix=None):
+        self.port, self.token, self.unix = port, token, unix
+        self.scheme = "Nonce" if unix else "Bearer"
+        self.host = host or ("localhost" if unix else f"127.0.0.1:{port}")
         self.session = None
         self.next_id = 0
 
     def send(self, method, body=None, headers=None, path="/mcp", token=..., timeout=10):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        if self.unix:
+            conn = UnixHTTPConnection(self.unix, timeout=timeout)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         conn.putheader("Host", self.host)
         token = self.token if token is ... else token
         if token is not None:
-            conn.putheader("Authorization", f"Bearer {token}")
+            conn.putheader("Authorization", f"{self.scheme} {token}")
         if self.session:
             conn.putheader("Mcp-Session-Id", self.session)
         data = json.dumps(body).encode() if isinstance(body, (dict, list)) else (body or b"")

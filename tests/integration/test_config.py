@@ -18,7 +18,8 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False, "tap": False},
+    "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False, "copilot": False,
+               "tap": False},
     "tap": {"url": "ws://localhost:9400"},
     "notify": {"connections": True},
     "review": {
@@ -50,7 +51,7 @@ DEFAULTS = {
         "position": "right",
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
-                "qwen": ["qwen", "--approval-mode", "default"],
+                "qwen": ["qwen", "--approval-mode", "default"], "copilot": ["copilot"],
                 "opencode": ["opencode"], "cursor": ["cursor-agent"], "crush": ["crush"],
                 "goose": ["goose", "session"], "kiro": ["kiro-cli", "chat"]},
     },
@@ -223,7 +224,7 @@ INVALID = [
     ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
     ("{ terminal = { default = 'nano' } }",
      'amp: setup: terminal.default must be an agent named in terminal.cmd '
-     '(amp|claude|gemini|qwen|opencode|crush|cursor|goose|kiro), got "nano"'),
+     '(amp|claude|gemini|qwen|copilot|opencode|crush|cursor|goose|kiro), got "nano"'),
     ("{ terminal = { cmd = { aider = 'aider' } } }",
      'amp: setup: terminal.cmd.aider must be a non-empty list of strings, got "aider"'),
     ("{ terminal = { position = 'middle' } }",

@@ -1,9 +1,11 @@
 """One suite of limits and abuse, run against every front-end (Amp, Claude
-Code, Gemini CLI, Qwen Code): the same serving layer must give each the same outcome.
-Each test is parametrized over the agents; a front-end's own client
-speaks its own transport (WebSocket with the token in the query or in a
-header, MCP over HTTP with a bearer token), and the outcome is compared in
-that transport's terms (a close code, an HTTP status, a dropped socket).
+Code, Gemini CLI, Qwen Code, the MCP server, GitHub Copilot CLI): the
+same serving layer must give each the same outcome. Each test is
+parametrized over the agents; a front-end's own client speaks its own
+transport (WebSocket with the token in the query or in a header, MCP over
+HTTP with a bearer token on loopback TCP, or with a nonce on a private
+Unix socket), and the outcome is compared in that transport's terms (a
+close code, an HTTP status, a dropped socket).
 
 The limits (server.* options and the constants of src/serve/, listed in
 :help amp-limits): one admission policy (loopback Host with our port, no
@@ -30,11 +32,12 @@ from conftest import wait_for
 from mcp_clients import Events, Http, Mcp, handshake
 from review_helpers import proposals, wait_proposals
 
-AGENTS = ["amp", "claude", "gemini", "qwen", "mcp"]
-# The front-ends over MCP Streamable HTTP with a bearer token (the
-# IDE-companion front-end's flavors and the MCP server); the others speak
-# WebSocket.
-HTTP = ("gemini", "qwen", "mcp")
+AGENTS = ["amp", "claude", "gemini", "qwen", "mcp", "copilot"]
+# The front-ends over MCP Streamable HTTP (the IDE-companion front-end's
+# flavors and the MCP server with a bearer token on loopback TCP, Copilot
+# CLI's with a nonce on a Unix socket); the others speak WebSocket.
+HTTP = ("gemini", "qwen", "mcp", "copilot")
+NAMES = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini", "qwen": "Qwen", "mcp": "MCP", "copilot": "Copilot"}
 CLAUDE_HEADER = "x-claude-code-ide-authorization"
 
 
@@ -57,12 +60,33 @@ class Front:
 
     def __init__(self, ed, agent: str):
         self.ed, self.agent = ed, agent
-        status = wait_for(lambda: self.status().get("port") and self.status(), 10, f"the {agent} server")
-        self.port = status["port"]
+        status = wait_for(lambda: (self.status().get("port") or self.status().get("socket")) and self.status(), 10,
+                          f"the {agent} server")
+        # Copilot's server is a Unix socket: no port.
+        self.port, self.socket = status.get("port"), status.get("socket")
         file = status["discovery_file"]
         wait_for(lambda: os.path.exists(file), 10, f"the {agent} discovery file")
         with open(file) as f:
-            self.token = json.load(f)["authToken"]
+            found = json.load(f)
+        if agent == "copilot":
+            scheme, self.token = found["headers"]["Authorization"].split(" ", 1)
+            assert scheme == "Nonce"
+        else:
+            self.token = found["authToken"]
+
+    def dial(self, timeout: float = 5) -> socket.socket:
+        """A new connection to the front-end's listener."""
+        if self.socket:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            s.connect(self.socket)
+            return s
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
+    def default_host(self) -> str:
+        """The Host the real client sends: Node's http.request over a Unix
+        socket sends `localhost`."""
+        return "localhost" if self.socket else f"127.0.0.1:{self.port}"
 
     def status(self) -> dict:
         return self.ed.lua("return require('amp').status().agents[...]", self.agent) or {}
@@ -76,7 +100,7 @@ class Front:
             c = Mcp(self.port, self.token)
             handshake(c)
             return c
-        c = Http(self.port, self.token)
+        c = Http(self.port, self.token, unix=self.socket)
         c.initialize()
         return c
 
@@ -95,7 +119,7 @@ class Front:
                     origin: str | None = None, extra: list[tuple[str, str]] = (), body: bytes = b"") -> bytes:
         """The bytes of one request (a WebSocket upgrade, or an HTTP POST)."""
         token = self.token if token == "__valid__" else token
-        host = host or f"127.0.0.1:{self.port}"
+        host = host or self.default_host()
         headers = [("Host", host)]
         if self.agent in ("amp", "claude"):
             target = "/"
@@ -111,7 +135,8 @@ class Front:
         else:
             line = "POST /mcp HTTP/1.1"
             if token is not None:
-                headers.append(("Authorization", f"Bearer {token}"))
+                scheme = "Nonce" if self.agent == "copilot" else "Bearer"
+                headers.append(("Authorization", f"{scheme} {token}"))
             if not body:
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                    "params": {"protocolVersion": "2025-06-18"}}).encode()
@@ -128,7 +153,7 @@ class Front:
         close frame, ("open", 101) for an upgrade that stays open, or
         ("dropped", 0) when the server hangs up without a word; and whether
         the server then closed the socket by itself."""
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        sock = self.dial(timeout)
         try:
             try:
                 sock.sendall(data)
@@ -245,15 +270,26 @@ def test_a_wrong_or_missing_token_is_refused_and_its_connection_closed(front_fac
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_foreign_host_or_an_origin_is_forbidden(front_factory, agent):
     front = front_factory(agent)
-    port = front.port
-    for host, origin in [("evil.test", None), (f"evil.test:{port}", None), (f"127.0.0.1:{port + 1}", None),
-                         ("127.0.0.1", None), (f"localhost.evil.test:{port}", None),
-                         (None, "http://evil.test"), (None, f"http://127.0.0.1:{port}"), (None, "null")]:
+    # A Unix socket (Copilot's) has no port: its Host is a loopback name
+    # with any port or none (Node sends "localhost"), so the two cases that
+    # differ from an admitted Host only by the port are admitted there,
+    # and said so below; every other name and every Origin is refused the
+    # same way.
+    port = front.port or 80
+    refused = [("evil.test", None), (f"evil.test:{port}", None), (f"localhost.evil.test:{port}", None),
+               (None, "http://evil.test"), (None, f"http://127.0.0.1:{port}"), (None, "null")]
+    by_port = [f"127.0.0.1:{port + 1}", "127.0.0.1"]
+    if front.port:
+        refused += [(host, None) for host in by_port]
+    for host, origin in refused:
         kind, code, closed = front.outcome(front.raw_request(host=host, origin=origin))
         assert (kind, code) == ("http", 403), (host, origin, kind, code)
         assert closed, (host, origin)
     admitted = ("http", 200) if agent in HTTP else ("open", 101)
-    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+    hosts = [f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"]
+    if not front.port:
+        hosts += by_port + ["localhost", "[::1]"]
+    for host in hosts:
         kind, code, _ = front.outcome(front.raw_request(host=host))
         assert (kind, code) == admitted, (host, kind, code)
     front.ping(front.connect())
@@ -261,11 +297,16 @@ def test_a_foreign_host_or_an_origin_is_forbidden(front_factory, agent):
 
 FLOOD_SCRIPT = r"""
 import socket, sys, time
-port, count, data = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+where, count, data = sys.argv[1], int(sys.argv[2]), bytes.fromhex(sys.argv[3])
 socks = []
 for _ in range(count):
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        if where.startswith("/"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            s.connect(where)
+        else:
+            s = socket.create_connection(("127.0.0.1", int(where)), timeout=2)
         s.sendall(data)
         socks.append(s)
     except OSError:
@@ -304,7 +345,9 @@ def test_token_less_connections_hold_a_bounded_number_of_descriptors(front_facto
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     data = front.raw_request(token=None)
-    flood = subprocess.Popen([python, "-c", FLOOD_SCRIPT, str(front.port), "600", data.hex()],
+    # (Another user cannot even reach a Unix socket in our private
+    # directory: its connections fail, and nothing is held.)
+    flood = subprocess.Popen([python, "-c", FLOOD_SCRIPT, front.socket or str(front.port), "600", data.hex()],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              user=65534 if as_other_user else None)
     try:
@@ -435,7 +478,7 @@ def test_pipelined_requests_are_all_answered_in_order(front_factory, agent):
         c = front.connect()
         one = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
         raw = front.raw_request(body=one, extra=[("Mcp-Session-Id", c.session)])
-        sock = socket.create_connection(("127.0.0.1", front.port), timeout=10)
+        sock = front.dial(timeout=10)
         sock.sendall(raw * n)
         buf = b""
         while buf.count(b"HTTP/1.1 200") < n:
@@ -489,7 +532,8 @@ def test_a_client_that_never_reads_is_dropped_and_memory_stays_bounded(front_fac
     front = front_factory(agent, server={"send_queue": 8})
     ed = front.ed
     before = rss_bytes(ed.pid)
-    sock = socket.create_connection(("127.0.0.1", front.port), timeout=5)
+    held_before = unix_connections(ed.pid, front.socket) if front.socket else 0
+    sock = front.dial()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     if agent in HTTP:
         c = front.connect()
@@ -520,16 +564,46 @@ def test_a_client_that_never_reads_is_dropped_and_memory_stays_bounded(front_fac
         except OSError:
             pass
         deadline = 25
-    peer = sock.getsockname()[1]
-    assert holds_connection(ed.pid, front.port, peer), "the connection was not made"
-    wait_for(lambda: not holds_connection(ed.pid, front.port, peer), deadline,
-             "the editor to drop the client that reads nothing")
+    if front.socket:
+        # A Unix socket's peer is not in /proc: the editor's connections on
+        # its socket are counted instead (this test makes no other one).
+        def holds():
+            return unix_connections(ed.pid, front.socket) > held_before
+    else:
+        peer = sock.getsockname()[1]
+
+        def holds():
+            return holds_connection(ed.pid, front.port, peer)
+    assert holds(), "the connection was not made"
+    wait_for(lambda: not holds(), deadline, "the editor to drop the client that reads nothing")
     # Dropped with a reset: nothing the client did not read is kept queued.
     assert server_closes(sock, 5)
     sock.close()
     grown = rss_bytes(ed.pid) - before
     assert grown < 64 * 1024 * 1024, f"RSS grew by {grown / 1e6:.0f} MB"
     front.ping(front.connect())
+
+
+def unix_connections(pid: int, path: str) -> int:
+    """How many connected sockets on the Unix socket `path` `pid` holds
+    (the accepted ones carry the listener's path in /proc/net/unix)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    n = 0
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            # Num RefCount Protocol Flags Type St Inode Path; St 03: connected.
+            if len(fields) >= 8 and fields[7] == path and fields[5] == "03" and fields[6] in inodes:
+                n += 1
+    return n
 
 
 def ws_frame(payload: bytes) -> bytes:
@@ -575,7 +649,7 @@ def test_stalled_requests_hold_no_place_and_are_dropped(front_factory, agent):
     client = front.connect()
     stalled = []
     for _ in range(20):
-        s = socket.create_connection(("127.0.0.1", front.port), timeout=5)
+        s = front.dial()
         data = front.raw_request()
         if agent in HTTP:
             body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
@@ -610,6 +684,15 @@ def propose(front: Front, client, path, text: str, name: str):
             "name": "openDiff", "arguments": {"old_file_path": str(path), "new_file_path": str(path),
                                               "new_file_contents": text, "tab_name": name}}}))
         return client.next_id
+    if front.agent == "copilot":
+        # open_diff answers only when the user decides: sent on a
+        # connection of its own, read later (or never).
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "open_diff", "arguments": {"original_file_path": str(path), "new_file_contents": text,
+                                               "tab_name": name}}}).encode()
+        sock = front.dial(timeout=10)
+        sock.sendall(front.raw_request(body=body, extra=[("Mcp-Session-Id", client.session)]))
+        return sock
     if front.agent == "mcp":
         # propose_edit answers with the user's decision: it waits, on a
         # connection of its own.
@@ -632,6 +715,21 @@ def propose(front: Front, client, path, text: str, name: str):
         wait_for(lambda: len(proposals(front.ed)) > before or answer, 10, "the proposal to arrive")
         return answer
     return client.tool("openDiff", {"filePath": str(path), "newContent": text})
+
+
+def http_answer(sock: socket.socket, timeout: float = 10) -> tuple[int, bytes]:
+    """The status and body of the HTTP answer read from `sock`."""
+    buf = read_until(sock, b"\r\n\r\n", timeout)
+    head, _, body = buf.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    deadline = time.monotonic() + timeout
+    while len(body) < length and time.monotonic() < deadline:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(head.split(b" ", 2)[1]), body
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -665,6 +763,11 @@ def test_proposals_waiting_for_the_user_leave_the_connection_answering(front_fac
         while reply.get("id") != rid:
             reply = json.loads(client.ws.recv(timeout=10))
         assert "32 reviews wait" in json.dumps(reply), reply
+    elif agent == "copilot":
+        # An error: Copilot then asks the user in its own dialog.
+        status, body = http_answer(propose(front, client, paths[32], "new\n", "tab 32"))
+        reply = json.loads(body)
+        assert status == 200 and "32 reviews wait" in reply["error"]["message"], reply
     elif agent == "mcp":
         answer = propose(front, client, paths[32], "new\n", "tab 32")
         reply = wait_for(lambda: answer.get("reply"), 10, "the 33rd proposal's answer")
@@ -690,7 +793,7 @@ def test_every_agent_is_registered_by_name_in_events_and_the_statusline(front_fa
         vim.api.nvim_create_autocmd('User', { pattern = { 'AmpClientConnected', 'AmpClientDisconnected' },
           callback = function(ev) table.insert(_G.seen, { ev.match, ev.data.agent, ev.data.name }) end })
     """)
-    name = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini", "qwen": "Qwen", "mcp": "MCP"}[agent]
+    name = NAMES[agent]
     client = front.connect()
     stream = Events(client) if agent in HTTP else None
     wait_for(lambda: ed.lua("return require('amp').statusline()") == f"amp: 1 agent ({name})", 5,
@@ -713,13 +816,17 @@ def test_a_disabled_agent_binds_nothing_writes_nothing_and_is_reported_off(nvim_
     on = {a: a != agent for a in AGENTS}
     ed = nvim_factory(agents=on, _wait=agent != "amp", _extra_env={"TMPDIR": str(tmp)})
     status = wait_for(lambda: ed.lua("return require('amp').status()"), 5, "the status")
-    wait_for(lambda: all((ed.lua("return require('amp').status()")["agents"][a].get("port")) for a in AGENTS
+
+    def where(a: dict):
+        """Where an agent listens: its port, or its Unix socket (Copilot)."""
+        return a.get("port") or a.get("socket")
+    wait_for(lambda: all(where(ed.lua("return require('amp').status()")["agents"][a]) for a in AGENTS
                          if a != agent), 10, "the other agents")
     status = ed.lua("return require('amp').status()")
     assert status["agents"][agent] == {"enabled": False}, status["agents"][agent]
     dirs = {"amp": amp_env.lockfile_dir, "claude": amp_env.home / ".claude" / "ide",
             "gemini": tmp / "gemini" / "ide", "qwen": amp_env.home / ".qwen" / "ide",
-            "mcp": amp_env.data_home / "amp" / "mcp"}
+            "mcp": amp_env.data_home / "amp" / "mcp", "copilot": amp_env.home / ".copilot" / "ide"}
     assert not dirs[agent].exists() or not any(dirs[agent].iterdir()), list(dirs[agent].iterdir())
     if agent == "amp":
         assert status.get("port") in (None, ) and status.get("lockfile") in (None, ), status
@@ -728,10 +835,16 @@ def test_a_disabled_agent_binds_nothing_writes_nothing_and_is_reported_off(nvim_
     assert f"{agent} on :" not in line, line
     for other in AGENTS:
         if other != agent:
-            assert f"{other} on :{status['agents'][other]['port']}" in line, line
-    # Nothing listens for it: every port the editor holds is another agent's.
-    ports = {status["agents"][a]["port"] for a in AGENTS if a != agent}
+            port = status["agents"][other].get("port")
+            shown = f":{port}" if port else status["agents"][other]["socket"]
+            assert f"{other} on {shown}" in line, line
+    # Nothing listens for it: every port the editor holds is another
+    # agent's, and so is every Unix socket of ours (Copilot's).
+    ports = {status["agents"][a]["port"] for a in AGENTS if a != agent and status["agents"][a].get("port")}
     assert listening_ports(ed.pid) == ports, (listening_ports(ed.pid), ports)
+    sockets = {status["agents"][a]["socket"] for a in AGENTS if a != agent and status["agents"][a].get("socket")}
+    ours = {p for p in listening_unix_paths(ed.pid) if "/amp-nvim-" in p}
+    assert ours == sockets, (ours, sockets)
 
 
 def listening_ports(pid: int) -> set[int]:
@@ -753,3 +866,24 @@ def listening_ports(pid: int) -> set[int]:
                 if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
                     ports.add(int(fields[1].split(":")[1], 16))
     return ports
+
+
+def listening_unix_paths(pid: int) -> set[str]:
+    """The paths of the Unix sockets `pid` listens on (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    paths = set()
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+            if len(fields) >= 8 and fields[3] == "00010000" and fields[6] in inodes:
+                paths.add(fields[7])
+    return paths

@@ -409,8 +409,8 @@ def test_a_missing_executable_or_unknown_agent_is_one_line(nvim_factory):
     ed.nvim.command("Amp open nobody")
     assert notes(ed) == [
         "amp: set terminal.cmd.claude or install no-such-agent-xyz: `no-such-agent-xyz` is not on PATH",
-        "amp: use one of amp, claude, gemini, qwen, opencode, crush, cursor, goose, kiro (or name it in terminal.cmd); "
-        "there is no agent 'nobody'",
+        "amp: use one of amp, claude, gemini, qwen, copilot, opencode, crush, cursor, goose, kiro "
+        "(or name it in terminal.cmd); there is no agent 'nobody'",
     ]
     assert ed.lua("return #vim.api.nvim_tabpage_list_wins(0)") == 1
     err = ed.lua("local ok, err = pcall(require('amp').setup, { terminal = { position = 'middle' } }); return err")
@@ -779,6 +779,8 @@ def test_an_agents_loopback_request_never_goes_to_the_proxy(nvim_factory, tmp_pa
                                           TMPDIR=str(tmp_path)))
         gemini = ed.lua("return require('amp').status().agents.gemini")
         assert ed.lua("return vim.env.no_proxy") == "127.0.0.10,127.0.0.1,localhost,::1"
+        # The discovery file is written off the main thread, after start.
+        wait_for(lambda: Path(gemini["discovery_file"]).exists(), 10, "Gemini's discovery file")
         token = json.loads(Path(gemini["discovery_file"]).read_text())["authToken"]
         code = ed.lua("""
             local port, token = ...

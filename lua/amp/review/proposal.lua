@@ -7,7 +7,9 @@
 --- src/nvim/review.rs) until the user opens it with `:Amp review`. Then its
 --- two buffers are made and filled in slices: left, the file as the user
 --- has it (unsaved changes included); right, the proposal, editable. `:w`
---- in it accepts (the user's edits included), closing it rejects.
+--- in it accepts (the user's edits included), closing it rejects. A
+--- proposal whose agent writes its own text whatever it is told
+--- (`as_proposed`: Copilot CLI) is read-only and says so in its winbar.
 ---
 --- Known by (agent session, name). The Rust side's `decide(session, name,
 --- accepted, text)` and `fill(...)` are set on `amp.review`.
@@ -38,7 +40,13 @@ function M.facts()
   return ":w accepts · :q rejects"
 end
 
-function M.may_revert()
+--- A proposal its agent writes as proposed (`as_proposed`: Copilot CLI)
+--- has no hunk to put back: that would be an edit the agent never sees.
+function M.may_revert(review)
+  if review and review.item.as_proposed then
+    H.notify(H.as_proposed_text(review.item) .. ": :q rejects it all", vim.log.levels.WARN)
+    return false
+  end
   return true
 end
 
@@ -142,13 +150,17 @@ function H.make_review(item, layout)
   if item.name ~= item.rel and item.name ~= item.path then
     title = title .. (" (tab %q)"):format(item.name)
   end
-  local note
+  local notes = {}
+  if item.as_proposed then
+    table.insert(notes, H.as_proposed_text(item))
+  end
   if item.tick then
-    note = "your unsaved changes are in it"
+    table.insert(notes, "your unsaved changes are in it")
     if (item.conflicts or 0) > 0 then
-      note = ("%d change(s) overlap yours: check them"):format(item.conflicts)
+      notes[#notes] = ("%d change(s) overlap yours: check them"):format(item.conflicts)
     end
   end
+  local note = #notes > 0 and table.concat(notes, " | ") or nil
   return {
     key = item.key,
     item = item,
@@ -201,6 +213,11 @@ function M.filled(session, name, err)
   vim.bo[left].modifiable = false
   vim.bo[left].modified = false
   vim.bo[right].modified = false
+  if item.as_proposed then
+    -- Its agent writes its own proposal: an edit here could not reach the file.
+    vim.bo[right].modifiable = false
+    review.as_filled = H.text(review)
+  end
   view.start(review)
   H.fire("AmpReviewShown", { name = item.name, path = item.path, agent = item.agent, kind = "proposal" })
 end
@@ -223,6 +240,15 @@ function H.watch_writes(review)
         H.notify(("amp: this proposal was closed (%s): nothing was written"):format(item.closed))
         return
       end
+      if item.as_proposed and H.text(review) ~= review.as_filled then
+        -- Accepting would tell the agent "saved" and it would write its
+        -- own text, not this one: nothing is decided.
+        H.notify(
+          H.as_proposed_text(item) .. ": undo your edits (u) to accept it, or :q to reject it",
+          vim.log.levels.WARN
+        )
+        return
+      end
       H.decide(item, true, H.text(review))
     end,
   })
@@ -233,6 +259,11 @@ function H.watch_writes(review)
       vim.bo[right].modified = false
     end,
   })
+end
+
+--- What the view says of a proposal its agent writes as proposed.
+function H.as_proposed_text(item)
+  return ("%s writes its own proposal: edits here are not kept"):format(item.agent)
 end
 
 function H.text(review)

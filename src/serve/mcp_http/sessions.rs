@@ -67,6 +67,11 @@ impl Session {
         connection.map(|c| c.end(reason)).is_some()
     }
 
+    /// Whether the client counts as connected (the registry's entry).
+    pub fn connected(&self) -> bool {
+        self.connection.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
     /// The streams opened so far (see [`Inbox`]).
     pub fn streams_opened(&self) -> usize {
         self.streams_opened.load(Ordering::Relaxed)
@@ -180,6 +185,11 @@ impl Sessions {
 
     pub fn count(&self) -> usize {
         self.map().len()
+    }
+
+    /// Every session now (for a notification to all of a front-end's clients).
+    pub fn all(&self) -> Vec<Arc<Session>> {
+        self.map().values().cloned().collect()
     }
 
     pub fn streams(&self) -> usize {
