@@ -7,13 +7,14 @@
 //! - `serve`: the serving layer every agent front-end stands on (listeners,
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
-//! - `amp`, `claude`, `gemini` (with `mcp`) and `openctx`: the protocols,
+//! - `amp`, `claude`, `gemini`, `codex` (with `mcp`) and `openctx`: the protocols,
 //!   which use `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
 pub mod amp;
 pub mod claude;
+pub mod codex;
 pub mod core;
 pub mod gemini;
 pub mod mcp;

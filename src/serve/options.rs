@@ -55,6 +55,10 @@ pub struct ServerOptions {
     /// A review of an `editFile` not decided by then is closed, the agent
     /// told so.
     pub review_timeout_ms: u64,
+    /// Codex's `/ide` is served (`codex.ide_context`: its private protocol).
+    pub codex_ide_context: bool,
+    /// This Neovim's program (`v:progpath`): Codex's hook runs it.
+    pub nvim_program: Option<String>,
 }
 
 /// Which agents are served from the one editor state: each front-end's id
@@ -105,6 +109,8 @@ impl Default for ServerOptions {
             agents: Agents::default(),
             review_edit_file: false,
             review_timeout_ms: 300_000,
+            codex_ide_context: false,
+            nvim_program: None,
         }
     }
 }
@@ -176,6 +182,11 @@ impl ServerOptions {
                         v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
                 }
                 "review_timeout_ms" => o.review_timeout_ms = int(key, v, 1000, 86_400_000)?,
+                "codex_ide_context" => {
+                    o.codex_ide_context =
+                        v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
+                }
+                "nvim_program" => o.nvim_program = Some(string(key, v)?),
                 // Options of later features pass through untouched.
                 _ => {}
             }
