@@ -7,8 +7,9 @@
 //! - `serve`: the serving layer every agent front-end stands on (listeners,
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
-//! - `amp`, `claude`, `gemini`, `codex` (with `mcp`) and `openctx`: the protocols,
-//!   which use `core` and `serve` and never each other;
+//! - `amp`, `claude`, `ide_companion` (Gemini CLI and Qwen Code, with
+//!   `mcp`), `codex` and `openctx`: the protocols, which use `core` and `serve` and
+//!   never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
@@ -16,8 +17,10 @@ pub mod amp;
 pub mod claude;
 pub mod codex;
 pub mod core;
-pub mod gemini;
+pub mod editor_tools;
+pub mod ide_companion;
 pub mod mcp;
+pub mod mcp_server;
 pub mod nvim;
 pub mod openctx;
 pub mod serve;

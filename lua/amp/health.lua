@@ -36,6 +36,7 @@ function M.check()
   health.start("amp.nvim-rs: optional tools")
   H.check_amp_cli()
   H.check_node()
+  require("amp.agent_cli").check(health)
 
   health.start("amp.nvim-rs: OpenCtx")
   H.check_openctx()
@@ -68,6 +69,15 @@ function H.check_agents(status)
       end
     else
       health.info(("%s: off (agents.%s = false)"):format(id, id))
+    end
+  end
+  if agents.mcp and agents.mcp.enabled then
+    local entry = require("amp.mcp").server_config()
+    local script = entry.args[3]
+    if vim.fn.executable(entry.command) == 1 and vim.uv.fs_stat(script) then
+      health.ok(("mcp: agents reach it with `%s %s` (:Amp mcp)"):format(entry.command, table.concat(entry.args, " ")))
+    else
+      health.error(("mcp: the stdio entry `%s %s` cannot run"):format(entry.command, script))
     end
   end
 end

@@ -7,7 +7,7 @@
 ---   1. the sockets connected to one of this Neovim's servers (ports from
 ---      `require("amp").status()`), from /proc/net/tcp and tcp6;
 ---   2. the processes holding them (/proc/<pid>/fd), kept when the
----      program is an agent's (`amp`, `claude`, `gemini`, `opencode`, or
+---      program is an agent's (`amp`, `claude`, `gemini`, `qwen`, `opencode`, or
 ---      the program of a `terminal.cmd`): a test client or a script that
 ---      holds a connection is no terminal to type into;
 ---   3. the agent's ancestors: a `:terminal` of this Neovim (its job), or a
@@ -23,7 +23,7 @@ local M = {}
 local H = {}
 
 --- The agents' program names (besides those of `terminal.cmd`).
-M.programs = { "amp", "claude", "gemini", "opencode" }
+M.programs = { "amp", "claude", "gemini", "qwen", "opencode" }
 
 --- Runs on a worker thread (its own Lua state: no upvalues). `ports` and
 --- `programs` are comma-separated; returns a JSON list of

@@ -49,6 +49,48 @@ pub fn lock_dir_from_env() -> Option<PathBuf> {
     lock_dir(std::env::var_os("CLAUDE_CONFIG_DIR").as_deref(), dirs::home_dir().as_deref())
 }
 
+/// How a client reads the line numbers of `selection_changed` and
+/// `at_mentioned`: Claude Code as VS Code counts them (from 0); OpenCode
+/// 1.18 takes the same fields as 1-based (it shows `#start-end` and reads
+/// the mentioned file from `lineStart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Lines {
+    #[default]
+    FromZero,
+    FromOne,
+}
+
+impl Lines {
+    /// The wire number of 0-based line `line`.
+    pub fn of(self, line: usize) -> usize {
+        match self {
+            Lines::FromZero => line,
+            Lines::FromOne => line + 1,
+        }
+    }
+}
+
+/// A kind of client of this protocol: the name it is announced by, and
+/// how it reads line numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientKind {
+    pub name: &'static str,
+    pub lines: Lines,
+}
+
+pub const CLAUDE_CODE: ClientKind = ClientKind { name: "Claude", lines: Lines::FromZero };
+pub const OPENCODE: ClientKind = ClientKind { name: "OpenCode", lines: Lines::FromOne };
+
+/// Who a client is, from the `clientInfo.name` of its `initialize`:
+/// OpenCode 1.18 says `opencode` (it reads these lockfiles too); Claude
+/// Code says `claude-code`, and any other client counts as Claude Code.
+pub fn client_kind(initialize: &Value) -> ClientKind {
+    match initialize.pointer("/clientInfo/name").and_then(Value::as_str) {
+        Some("opencode") => OPENCODE,
+        _ => CLAUDE_CODE,
+    }
+}
+
 fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
     json!({
         "name": name,
@@ -107,13 +149,18 @@ fn position(line: usize, character: usize) -> Value {
 /// The selection as `selection_changed` and `getCurrentSelection` carry it:
 /// the cursor is an empty selection with empty text.
 pub fn selection(sel: &RawSelection) -> Value {
+    selection_for(sel, Lines::FromZero)
+}
+
+/// [`selection`] with its lines counted as `lines` says.
+pub fn selection_for(sel: &RawSelection, lines: Lines) -> Value {
     let first = sel.regions.first();
     let last = sel.regions.last();
     let (start, end) = match (first, last) {
         (Some(f), Some(l)) => {
             let (s, _) = f.utf16_range();
             let (_, e) = l.utf16_range();
-            (position(f.start_line, s), position(l.end_line, e))
+            (position(lines.of(f.start_line), s), position(lines.of(l.end_line), e))
         }
         _ => (position(0, 0), position(0, 0)),
     };
@@ -142,10 +189,11 @@ pub fn selection_answer(sel: Option<&RawSelection>, missing: &str) -> Value {
     }
 }
 
-/// `at_mentioned`: "add these lines of this file to my prompt" (0-based,
-/// end inclusive, as VS Code's extension sends them).
-pub fn at_mentioned(path: &Path, line_start: usize, line_end: usize) -> Value {
-    json!({ "filePath": path.to_string_lossy(), "lineStart": line_start, "lineEnd": line_end })
+/// `at_mentioned`: "add these lines of this file to my prompt" (0-based
+/// lines `line_start..=line_end`, counted on the wire as `lines` says:
+/// from 0 as VS Code's extension sends them).
+pub fn at_mentioned(path: &Path, line_start: usize, line_end: usize, lines: Lines) -> Value {
+    json!({ "filePath": path.to_string_lossy(), "lineStart": lines.of(line_start), "lineEnd": lines.of(line_end) })
 }
 
 /// `getWorkspaceFolders`.
@@ -175,6 +223,16 @@ mod tests {
     use super::*;
 
     use crate::core::selection::RawRegion;
+
+    #[test]
+    fn clients_are_told_apart_by_their_client_info() {
+        assert_eq!(client_kind(&json!({"clientInfo": {"name": "opencode", "version": "0.0.0"}})), OPENCODE);
+        assert_eq!(client_kind(&json!({"clientInfo": {"name": "claude-code", "version": "2.1"}})), CLAUDE_CODE);
+        assert_eq!(client_kind(&json!({"clientInfo": {"name": "OpenCode"}})), CLAUDE_CODE);
+        assert_eq!(client_kind(&json!({"clientInfo": 7})), CLAUDE_CODE);
+        assert_eq!(client_kind(&Value::Null), CLAUDE_CODE);
+        assert_eq!((OPENCODE.name, OPENCODE.lines), ("OpenCode", Lines::FromOne));
+    }
 
     fn region(sl: usize, sc: usize, el: usize, ec: usize, lines: &[&str]) -> RawRegion {
         RawRegion::of(sl, sc, el, ec, lines)
@@ -238,6 +296,13 @@ mod tests {
             v["selection"],
             json!({"start": {"line": 1, "character": 4}, "end": {"line": 2, "character": 1}, "isEmpty": false})
         );
+        // OpenCode counts the same lines from 1; the rest is the same.
+        let one = selection_for(&sel, Lines::FromOne);
+        assert_eq!(
+            one["selection"],
+            json!({"start": {"line": 2, "character": 4}, "end": {"line": 3, "character": 1}, "isEmpty": false})
+        );
+        assert_eq!((&one["text"], &one["filePath"]), (&v["text"], &v["filePath"]));
     }
 
     #[test]
@@ -265,7 +330,14 @@ mod tests {
 
     #[test]
     fn mentions_folders_and_severities() {
-        assert_eq!(at_mentioned(Path::new("/a"), 0, 4), json!({"filePath": "/a", "lineStart": 0, "lineEnd": 4}));
+        assert_eq!(
+            at_mentioned(Path::new("/a"), 0, 4, Lines::FromZero),
+            json!({"filePath": "/a", "lineStart": 0, "lineEnd": 4})
+        );
+        assert_eq!(
+            at_mentioned(Path::new("/a"), 0, 4, Lines::FromOne),
+            json!({"filePath": "/a", "lineStart": 1, "lineEnd": 5})
+        );
         let w = workspace_folders(&["/w/proj".into()]);
         assert_eq!(w["folders"][0], json!({"name": "proj", "uri": "file:///w/proj", "path": "/w/proj"}));
         assert_eq!(w["rootPath"], "/w/proj");

@@ -1,16 +1,20 @@
 //! The Claude Code front-end (also OpenCode's TUI): its port, token and
 //! lockfile (`~/.claude/ide/<port>.lock`), MCP over the shared WebSocket
 //! loop (`serve::websocket`), and the selection it pushes.
+//!
+//! Its clients say who they are in `initialize` (`protocol::client_kind`):
+//! each is announced by that name (events, statusline), at the latest
+//! [`NAME_DEADLINE`] after it connects, and gets line numbers as it reads
+//! them (OpenCode from 1).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use tokio::net::TcpListener;
+use serde_json::Value;
 
-use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
+use super::protocol::{self, ClientKind, Lines, Lockfile, AUTH_HEADER, CLAUDE_CODE, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools;
 use crate::core::log;
 use crate::core::published::SelectionSnapshot;
@@ -19,9 +23,9 @@ use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::registry::Agent;
 use crate::serve::tasks::AbortOnDrop;
 use crate::serve::websocket::{self, CloseCode, Outbox, Outgoing, Protocol};
@@ -30,13 +34,21 @@ pub const AGENT: Agent = Agent { id: "claude", name: "Claude" };
 
 /// When the selection is sent again after a client connects (see [`push_selection`]).
 const RESEND_AFTER_CONNECT: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(2000)];
+/// A client that has not said who it is by then is announced as Claude.
+const NAME_DEADLINE: Duration = Duration::from_secs(1);
 
 pub struct ClaudeServer {
     pub hub: Arc<Hub>,
     pub port: u16,
     policy: Policy,
     pub lockfile: DiscoveryFile,
-    clients: Mutex<HashMap<u64, Outbox>>,
+    clients: Mutex<HashMap<u64, Peer>>,
+}
+
+/// Where a client's notifications go, and how it counts lines.
+struct Peer {
+    outbox: Outbox,
+    lines: Lines,
 }
 
 /// What the front-end keeps of one client; dropping it ends its pusher.
@@ -44,9 +56,15 @@ pub struct Client {
     server: Arc<ClaudeServer>,
     owner: Owner,
     outbox: Outbox,
-    /// Started by `ide_connected` (Claude Code) or `tools/list` (clients
-    /// that send no ide_connected).
+    /// Started by `notifications/initialized` (OpenCode sends nothing
+    /// more), `tools/list`, and started again by `ide_connected` (Claude
+    /// Code, whose handler comes a moment after it: see RESEND_AFTER_CONNECT).
     pusher: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Announces the client as Claude at NAME_DEADLINE unless it said who
+    /// it is first; dropped once it did.
+    naming: Mutex<Option<AbortOnDrop<Option<()>>>>,
+    /// Who it said it is (Claude Code until then).
+    kind: Mutex<ClientKind>,
 }
 
 impl Drop for Client {
@@ -56,11 +74,29 @@ impl Drop for Client {
 }
 
 impl Client {
-    fn start_pushing(&self) {
+    /// Starts the selection pusher unless it runs; `again`: starts it anew
+    /// (the state now at once, then the resends after it).
+    fn start_pushing(&self, again: bool) {
         let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
-        if pusher.is_none() {
-            let task = push_selection(self.server.hub.clone(), self.outbox.clone());
+        if pusher.is_none() || again {
+            let lines = self.kind.lock().unwrap_or_else(|p| p.into_inner()).lines;
+            let task = push_selection(self.server.hub.clone(), self.outbox.clone(), lines);
+            // (Replacing the old pusher aborts it.)
             *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
+        }
+    }
+
+    /// The client said who it is (or its first message was not
+    /// `initialize`): announced by that name, once.
+    fn name(&self, kind: ClientKind) {
+        let Some(deadline) = self.naming.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        drop(deadline);
+        *self.kind.lock().unwrap_or_else(|p| p.into_inner()) = kind;
+        if let Some(peer) = self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.owner.session) {
+            peer.lines = kind.lines;
+        }
+        if self.server.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
+            log::info(format!("claude: client {} is {}", self.owner.session, kind.name));
         }
     }
 }
@@ -99,11 +135,13 @@ impl ClaudeServer {
         self.lockfile.write(contents, sweep).await
     }
 
-    /// Queues a notification for every client; returns how many it reached.
-    pub fn broadcast(&self, method: &str, params: &Value) -> usize {
-        let text = mcp::notification(method, params);
+    /// Queues a notification for every client, its params as the client
+    /// counts lines; returns how many it reached.
+    pub fn broadcast(&self, method: &str, params: impl Fn(Lines) -> Value) -> usize {
+        let texts: HashMap<Lines, String> =
+            [Lines::FromZero, Lines::FromOne].into_iter().map(|l| (l, mcp::notification(method, &params(l)))).collect();
         let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients.values().filter(|outbox| outbox.push(text.clone())).count()
+        clients.values().filter(|peer| peer.outbox.push(texts[&peer.lines].clone())).count()
     }
 }
 
@@ -130,21 +168,45 @@ impl Protocol for ClaudeServer {
         (CloseCode::Policy, "Authentication failed")
     }
 
+    fn names_clients(&self) -> bool {
+        true
+    }
+
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, outbox.clone());
-        Client { server: self.clone(), owner, outbox: outbox.clone(), pusher: Mutex::new(None) }
+        let peer = Peer { outbox: outbox.clone(), lines: CLAUDE_CODE.lines };
+        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, peer);
+        let hub = self.hub.clone();
+        let deadline = self.hub.spawn(async move {
+            tokio::time::sleep(NAME_DEADLINE).await;
+            hub.name_client(owner, AGENT.name);
+        });
+        Client {
+            server: self.clone(),
+            owner,
+            outbox: outbox.clone(),
+            pusher: Mutex::new(None),
+            naming: Mutex::new(Some(AbortOnDrop(deadline))),
+            kind: Mutex::new(CLAUDE_CODE),
+        }
     }
 
     async fn message(self: &Arc<Self>, client: &Arc<Client>, text: String, held: &mut Held) -> Option<Outgoing> {
         let (id, method, params) = match mcp::decode(&text) {
             Ok(mcp::Incoming::Request { id, method, params }) => (id, method, params),
-            // The selection is pushed from ide_connected on (and sent again
-            // shortly after: see RESEND_AFTER_CONNECT).
             Ok(mcp::Incoming::Notification { method, params }) => {
-                if method == "ide_connected" {
-                    let pid = params.get("pid").and_then(Value::as_u64);
-                    log::info(format!("claude: ide_connected from pid {pid:?}"));
-                    client.start_pushing();
+                client.name(CLAUDE_CODE);
+                match method.as_str() {
+                    // Once initialized, a client gets the selection: OpenCode
+                    // sends nothing more.
+                    "notifications/initialized" => client.start_pushing(false),
+                    // Claude Code's handler comes a moment after ide_connected:
+                    // the pusher starts anew from here (RESEND_AFTER_CONNECT).
+                    "ide_connected" => {
+                        let pid = params.get("pid").and_then(Value::as_u64);
+                        log::info(format!("claude: ide_connected from pid {pid:?}"));
+                        client.start_pushing(true);
+                    }
+                    _ => {}
                 }
                 return None;
             }
@@ -152,10 +214,11 @@ impl Protocol for ClaudeServer {
             Err(bad) => return Some(mcp::error(&bad.id, bad.code, &bad.message).into()),
         };
         drop(text);
-        // Clients that send no ide_connected (OpenCode) get the selection
-        // once they list the tools.
+        client.name(if method == "initialize" { protocol::client_kind(&params) } else { CLAUDE_CODE });
+        // A client that skipped notifications/initialized gets the
+        // selection once it lists the tools.
         if method == "tools/list" {
-            client.start_pushing();
+            client.start_pushing(false);
         }
         // openDiff waits for the user: its bytes now belong to the review.
         if method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("openDiff") {
@@ -168,6 +231,7 @@ impl Protocol for ClaudeServer {
             current_selection: hub.state.selection().map(|s| s.raw.clone()),
             latest_selection: hub.state.latest_range().map(|s| s.raw.clone()),
             owner: client.owner,
+            max_file_bytes: hub.options.max_file_bytes,
         };
         crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
         let reply = match tools::answer(&method, &params, &cx).await {
@@ -181,17 +245,10 @@ impl Protocol for ClaudeServer {
     }
 }
 
-/// Accepts Claude Code clients until the session stops.
-pub async fn accept(listener: TcpListener, server: Arc<ClaudeServer>) {
-    let hub = server.hub.clone();
-    let serve = move |stream, slot: HandshakeSlot| websocket::serve(server.clone(), stream, slot);
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await
-}
-
 /// Sends `selection_changed` from the one published selection: at once,
 /// then on every change, at most one per `selection_interval_ms`, newest
 /// state only (a slow client skips states, never queues them).
-async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
+async fn push_selection(hub: Arc<Hub>, outbox: Outbox, lines: Lines) {
     let interval = Duration::from_millis(hub.options.selection_interval_ms);
     let mut selection = hub.state.subscribe_selection();
     selection.mark_changed();
@@ -220,7 +277,10 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
         if sent.as_ref().is_some_and(|s| s.raw == state.raw) {
             continue;
         }
-        let text = state.encoded("claude", |raw| mcp::notification("selection_changed", &protocol::selection(raw)));
+        // One encoding per way of counting lines, shared by every client.
+        let key = if lines == Lines::FromOne { "opencode" } else { "claude" };
+        let text =
+            state.encoded(key, |raw| mcp::notification("selection_changed", &protocol::selection_for(raw, lines)));
         crate::log_debug!("claude: selection_changed {}", log::untrusted(&text));
         if !outbox.send(text.to_string()).await {
             return;
@@ -236,23 +296,17 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
 pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     let lock_dir = protocol::lock_dir_from_env()
         .ok_or("claude: cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
-    let cannot = |e: std::io::Error| format!("claude: cannot listen on 127.0.0.1: {e}");
-    let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
-    let port = listener.local_addr().map_err(cannot)?.port();
-    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(ClaudeServer::new(hub.clone(), crate::serve::token::generate_token(), port, lock_dir));
-    hub.spawn(accept(listener, server.clone()));
-    let announce = server.clone().write_sweeping(true);
+    websocket::spawn_accepting(server.clone(), listener);
+    let announce = server.clone().write_and_announce(true);
     Ok(Started { front_end: server, announce })
 }
 
 impl ClaudeServer {
-    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
-        Box::pin(async move {
-            let path = self.write_lockfile(sweep).await?;
-            log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", self.port, path.display()));
-            Ok(path)
-        })
+    fn write_and_announce(self: Arc<Self>, sweep: bool) -> Announce {
+        let at = format!("127.0.0.1:{}", self.port);
+        announce(AGENT, at, async move { self.write_lockfile(sweep).await })
     }
 }
 
@@ -262,26 +316,21 @@ impl FrontEnd for ClaudeServer {
     }
 
     fn status(&self) -> Value {
-        json!({
-            "enabled": true,
-            "port": self.port,
-            "lockfile": self.lockfile.path.to_string_lossy(),
-            "discovery_file": self.lockfile.path.to_string_lossy(),
-            "clients": self.hub.clients(AGENT.id),
-        })
+        let mut status = base_status(Some(self.port), &self.lockfile.path, self.hub.clients(AGENT.id));
+        status["lockfile"] = status["discovery_file"].clone();
+        status
     }
 
-    /// Claude Code and OpenCode attach to the editor whose port this is.
+    /// Claude Code attaches to the editor whose port this is.
+    /// (`OPENCODE_EDITOR_SSE_PORT` is not set: OpenCode dials a port it is
+    /// given without the token, which is refused; it finds the lockfile
+    /// instead, see lua/amp/opencode.lua.)
     fn terminal_env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("CLAUDE_CODE_SSE_PORT", self.port.to_string()),
-            ("OPENCODE_EDITOR_SSE_PORT", self.port.to_string()),
-            ("ENABLE_IDE_INTEGRATION", "true".into()),
-        ]
+        vec![("CLAUDE_CODE_SSE_PORT", self.port.to_string()), ("ENABLE_IDE_INTEGRATION", "true".into())]
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
-        self.write_sweeping(false)
+        self.write_and_announce(false)
     }
 
     fn stopped(&self) {
@@ -290,8 +339,8 @@ impl FrontEnd for ClaudeServer {
         }
     }
 
-    /// `at_mentioned`: lines are 0-based, end inclusive.
+    /// `at_mentioned`: lines `first..=last` (0-based), each client's way.
     fn mention(&self, path: &std::path::Path, first: usize, last: usize) -> usize {
-        self.broadcast("at_mentioned", &protocol::at_mentioned(path, first, last))
+        self.broadcast("at_mentioned", |lines| protocol::at_mentioned(path, first, last, lines))
     }
 }

@@ -126,25 +126,15 @@ async fn prepare(cwd: &Path, patch: &str) -> Result<Vec<File>, String> {
 
 /// The file's text on disk: `None` when there is none; `Err` for what
 /// Codex could not patch either (not a regular file, not UTF-8) or a file
-/// bigger than a review shows.
+/// bigger than a review shows. Read through `core::checked_file` (no FIFO,
+/// device or procfs file, the cap enforced while reading).
 async fn read_disk(path: &Path) -> Result<Option<String>, String> {
-    match tokio::fs::metadata(path).await {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        Ok(meta) if !meta.is_file() => return Err(format!("{} is not a regular file", path.display())),
-        Ok(meta) if meta.len() > MAX_REVIEW_BYTES => {
-            return Err(format!(
-                "{} is {} bytes, more than a review shows ({MAX_REVIEW_BYTES})",
-                path.display(),
-                meta.len()
-            ))
-        }
-        Ok(_) => {}
+    use crate::core::checked_file::{read, Use};
+    match read(path, MAX_REVIEW_BYTES).await {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| format!("{} is not UTF-8 text", path.display())),
+        Err(refused) if refused.is_not_found() => Ok(None),
+        Err(refused) => Err(refused.message(path, Use::Review)),
     }
-    let bytes = crate::core::fsutil::read_regular(path.to_path_buf(), MAX_REVIEW_BYTES)
-        .await
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    String::from_utf8(bytes).map(Some).map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 
 /// Every file's accepted text, in order; `Err`: the reason to deny (a
@@ -283,7 +273,13 @@ mod tests {
         assert!(deny(&patch("*** Update File: latin1.txt\n@@\n+x"))
             .ends_with("latin1.txt is not UTF-8 text; the patch was not applied"));
         assert!(deny(&patch("*** Add File: a.txt\n+1\n*** Delete File: a.txt")).contains("a.txt twice"));
-        assert!(deny(&patch("*** Update File: .\n@@\n+x")).contains("is not a regular file"));
+        assert!(deny(&patch("*** Update File: .\n@@\n+x")).contains("it is a directory, not a regular file"));
+        // A FIFO is refused through core::checked_file, without blocking.
+        let fifo = dir.0.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(deny(&patch("*** Update File: fifo\n@@\n+x")).contains("not a regular file"));
         assert!(fake.calls().is_empty(), "nothing was proposed");
     }
 

@@ -62,7 +62,7 @@ pub fn update_chunks(old: &str, new: &str) -> Result<Vec<Chunk>, String> {
             let h = &hunks[i];
             lines.extend(old_lines[at..h.start].iter().map(|l| Line::Context((*l).to_owned())));
             lines.extend(old_lines[h.start..h.old_end].iter().map(|l| Line::Remove((*l).to_owned())));
-            lines.extend(h.lines.iter().map(|l| Line::Insert(l.clone())));
+            lines.extend(new_lines[h.new.clone()].iter().map(|l| Line::Insert((*l).to_owned())));
             at = h.old_end;
         }
         lines.extend(old_lines[at..end].iter().map(|l| Line::Context((*l).to_owned())));

@@ -27,7 +27,9 @@ type Start = fn(&Arc<Hub>) -> Result<Started, String>;
 const FRONT_ENDS: &[(&str, Start)] = &[
     ("amp", crate::amp::server::start),
     ("claude", crate::claude::server::start),
-    ("gemini", crate::gemini::server::start),
+    ("gemini", crate::ide_companion::gemini::start),
+    ("qwen", crate::ide_companion::qwen::start),
+    ("mcp", crate::mcp_server::server::start),
     ("codex", crate::codex::server::start),
 ];
 

@@ -61,6 +61,18 @@ impl Hub {
         self.registry.connect(agent, owner, self.options.max_clients, self.editor.clone())
     }
 
+    /// Registers `owner` as [`Hub::connect`] does, announced later by
+    /// [`Hub::name_client`] (a front-end whose clients say who they are).
+    pub fn register(&self, agent: Agent, owner: Owner) -> Result<Connection, TooMany> {
+        self.registry.register(agent, owner, self.options.max_clients, self.editor.clone())
+    }
+
+    /// Announces the registered client `owner` as `name`, once; false when
+    /// it was announced already or is gone.
+    pub fn name_client(&self, owner: Owner, name: &'static str) -> bool {
+        self.registry.name(owner.session, name, self.editor.as_ref())
+    }
+
     /// Clients of the agent `id` connected now.
     pub fn clients(&self, agent_id: &str) -> usize {
         self.registry.count(agent_id)

@@ -2,7 +2,7 @@
 //! Neovim): listeners and the one admission policy, handshake slots, the
 //! in-flight byte budget, private discovery files, the registry of
 //! connected agents, one WebSocket client loop and MCP over Streamable
-//! HTTP. A front-end (`crate::amp`, `crate::claude`, `crate::gemini`, ...)
+//! HTTP. A front-end (`crate::amp`, `crate::claude`, `crate::ide_companion`, ...)
 //! adds only its own codec, tools and discovery file; front-ends import
 //! nothing from each other.
 

@@ -124,6 +124,11 @@ pub trait Protocol: Send + Sync + 'static {
     }
     /// The close frame for a client without the right token.
     fn unauthenticated(&self) -> (CloseCode, &'static str);
+    /// Whether the front-end announces each client itself, by the name it
+    /// gives (`Hub::name_client`), rather than at the upgrade as the agent.
+    fn names_clients(&self) -> bool {
+        false
+    }
     /// A client was admitted: what the front-end keeps of it; it may queue
     /// first messages and start pushers here.
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: crate::core::review::Owner) -> Self::Client;
@@ -135,6 +140,17 @@ pub trait Protocol: Send + Sync + 'static {
         text: String,
         held: &mut Held,
     ) -> impl Future<Output = Option<Outgoing>> + Send;
+}
+
+/// Accepts `protocol`'s clients on `listener` until the session stops, as
+/// one of its tasks.
+pub fn spawn_accepting<P: Protocol>(protocol: Arc<P>, listener: tokio::net::TcpListener) {
+    let hub = protocol.hub().clone();
+    let agent = protocol.agent().id;
+    let serve = move |stream, slot| serve(protocol.clone(), stream, slot);
+    let handshakes = hub.handshakes.clone();
+    let accepting = hub.clone();
+    hub.spawn(async move { super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await });
 }
 
 /// Serves one accepted connection of `protocol`.
@@ -167,7 +183,9 @@ pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: Hands
         return;
     }
     drop(slot);
-    let connection = match hub.connect(agent, crate::core::review::Owner::new(agent.name)) {
+    let owner = crate::core::review::Owner::new(agent.name);
+    let registered = if protocol.names_clients() { hub.register(agent, owner) } else { hub.connect(agent, owner) };
+    let connection = match registered {
         Ok(connection) => connection,
         Err(too_many) => {
             log::limited("too many clients", log::Level::Warn, format!("{}: client rejected: {too_many}", agent.id));

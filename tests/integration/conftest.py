@@ -33,6 +33,11 @@ from harness import (LIBRARY, NVIM, REPO, AmpEnv, Client, Editor, TestTimeout, _
 # --------------------------------------------------------------------------
 
 
+def pytest_configure(config):
+    # scripts/test runs the real agent CLIs on one Neovim only (-m).
+    config.addinivalue_line("markers", "real_agent: drives a real agent CLI from npm, offline")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _require_built_library():
     if not Path(NVIM).exists():

@@ -66,6 +66,9 @@ def connect_claude(tui) -> Mcp:
     _, lock, status = claude_lock(tui)
     c = Mcp(status["port"], lock["authToken"])
     handshake(c)
+    # Its "connected" line first: said later, it would cover the line a test
+    # looks for on the screen.
+    wait_for(lambda: "amp: Claude connected" in tui.messages(), 5, "the connected notice")
     return c
 
 

@@ -123,7 +123,8 @@ def test_open_starts_the_agent_in_the_workspace_attached_to_this_neovim(nvim_fac
     status = ed.lua("return require('amp').status()")
     port = status["agents"]["claude"]["port"]
     assert env["CLAUDE_CODE_SSE_PORT"] == str(port), env
-    assert env["OPENCODE_EDITOR_SSE_PORT"] == str(port), env
+    # OpenCode dials that variable without the token (refused): never set.
+    assert "OPENCODE_EDITOR_SSE_PORT" not in env, env
     assert env["ENABLE_IDE_INTEGRATION"] == "true", env
     assert env["no_proxy"] == "corp.example,127.0.0.1,localhost,::1", env
     assert "127.0.0.1" in env["NO_PROXY"], env
@@ -408,7 +409,8 @@ def test_a_missing_executable_or_unknown_agent_is_one_line(nvim_factory):
     ed.nvim.command("Amp open nobody")
     assert notes(ed) == [
         "amp: set terminal.cmd.claude or install no-such-agent-xyz: `no-such-agent-xyz` is not on PATH",
-        "amp: use one of amp, claude, gemini, opencode; there is no agent 'nobody'",
+        "amp: use one of amp, claude, gemini, qwen, opencode, crush, cursor, goose, kiro (or name it in terminal.cmd); "
+        "there is no agent 'nobody'",
     ]
     assert ed.lua("return #vim.api.nvim_tabpage_list_wins(0)") == 1
     err = ed.lua("local ok, err = pcall(require('amp').setup, { terminal = { position = 'middle' } }); return err")

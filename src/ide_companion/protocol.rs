@@ -1,9 +1,11 @@
-//! Gemini CLI's IDE protocol as plain data: the discovery file, the tools we
-//! list, the `ide/*` notifications, and the limits. No Neovim API, no I/O.
+//! The IDE-companion protocol as plain data: the discovery file's content,
+//! the tools we list, the `ide/*` notifications, and the limits. No Neovim
+//! API, no I/O.
 //!
-//! Units (checked against Gemini CLI 0.61.0's `IdeContextSchema`): cursor
-//! lines and characters are 1-based; characters are UTF-16 code units (the
-//! companion spec's VS Code `Position`, plus one).
+//! Units (checked against Gemini CLI 0.61.0's `IdeContextSchema`, the same
+//! in Qwen Code 0.24.4): cursor lines and characters are 1-based;
+//! characters are UTF-16 code units (the companion spec's VS Code
+//! `Position`, plus one).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,39 +15,12 @@ use serde_json::{json, Value};
 
 use crate::core::selection::RawSelection;
 
-/// Files in one `ide/contextUpdate`: Gemini keeps its 10 most recent and
+/// Files in one `ide/contextUpdate`: Gemini and Qwen keep their 10 most recent and
 /// drops the rest, so sending more only costs bytes.
 pub const MAX_OPEN_FILES: usize = 10;
 /// Bytes of selected text in one `ide/contextUpdate` (cut on a character
-/// boundary): Gemini truncates at 16 KiB characters itself.
+/// boundary): Gemini and Qwen truncate at 16 KiB characters themselves.
 pub const MAX_SELECTED_TEXT_BYTES: usize = 16 * 1024;
-
-/// The discovery file's name: Gemini CLI 0.61 lists
-/// `$TMPDIR/gemini/ide/` for names matching `gemini-ide-server-<pid>-<port>.json`
-/// and prefers the one whose pid is its IDE's (`GEMINI_CLI_IDE_PID`).
-pub fn file_name(pid: u32, port: u16) -> String {
-    format!("gemini-ide-server-{pid}-{port}.json")
-}
-
-/// The pid in a discovery file's name, when it is one.
-pub fn pid_of_file_name(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("gemini-ide-server-")?.strip_suffix(".json")?;
-    let (pid, port) = rest.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(port)).then(|| pid.parse().ok()).flatten()
-}
-
-/// Where discovery files live: `os.tmpdir()` of Node, which is `$TMPDIR`
-/// when set (trailing slash dropped), else `/tmp`.
-pub fn discovery_dir(tmpdir: Option<&std::ffi::OsStr>) -> PathBuf {
-    // (Node strips a trailing slash; joining a PathBuf ignores it anyway.)
-    let base = tmpdir.filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-    base.join("gemini").join("ide")
-}
-
-pub fn discovery_dir_from_env() -> PathBuf {
-    discovery_dir(std::env::var_os("TMPDIR").as_deref())
-}
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct IdeInfo {
@@ -54,25 +29,30 @@ pub struct IdeInfo {
     pub display_name: &'static str,
 }
 
-/// The discovery file's content. `ideInfo` makes Gemini name the editor
-/// ("Connected to Neovim") without guessing it from `TERM_PROGRAM`.
+/// The discovery file's content. `ideInfo` makes the agent name the editor
+/// ("Connected to Neovim") without guessing it from `TERM_PROGRAM`; Qwen
+/// connects outside VS Code's terminal only with it.
 #[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Discovery {
     pub port: u16,
     /// The workspace folders joined with ":" (Node's `path.delimiter`):
-    /// Gemini connects only when its cwd is inside one of them.
+    /// the agent connects only when its cwd is inside one of them.
     pub workspace_path: String,
     pub auth_token: String,
+    /// This editor's pid (Qwen's `ppid`: it deletes a file whose process is gone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
     pub ide_info: IdeInfo,
 }
 
 impl Discovery {
-    pub fn new(port: u16, folders: &[String], auth_token: String) -> Self {
+    pub fn new(port: u16, folders: &[String], auth_token: String, ppid: Option<u32>) -> Self {
         Self {
             port,
             workspace_path: workspace_path(folders),
             auth_token,
+            ppid,
             ide_info: IdeInfo { name: "neovim", display_name: "Neovim" },
         }
     }
@@ -90,7 +70,7 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
     })
 }
 
-/// The `tools/list` result: Gemini turns diffing on when both are listed.
+/// The `tools/list` result: Gemini and Qwen turn diffing on when both are listed.
 pub fn tools() -> Value {
     let string = |d: &str| json!({ "type": "string", "description": d });
     json!({ "tools": [
@@ -186,28 +166,19 @@ mod tests {
     use crate::core::selection::RawRegion;
 
     #[test]
-    fn discovery_file_has_the_fields_gemini_reads() {
-        let d = Discovery::new(4242, &["/w/a".into(), "/w/b".into()], "tok".into());
+    fn discovery_file_has_the_fields_the_agents_read() {
+        let d = Discovery::new(4242, &["/w/a".into(), "/w/b".into()], "tok".into(), None);
         assert_eq!(
             serde_json::to_value(&d).unwrap(),
             json!({"port": 4242, "workspacePath": "/w/a:/w/b", "authToken": "tok",
                    "ideInfo": {"name": "neovim", "displayName": "Neovim"}})
         );
-        assert_eq!(file_name(12, 4242), "gemini-ide-server-12-4242.json");
-        assert_eq!(pid_of_file_name("gemini-ide-server-12-4242.json"), Some(12));
-        for other in ["gemini-ide-server-12.json", "gemini-ide-server-x-1.json", "gemini-ide-server-1-.json", "a.json"]
-        {
-            assert_eq!(pid_of_file_name(other), None, "{other}");
-        }
-    }
-
-    #[test]
-    fn discovery_dir_is_node_tmpdir() {
-        use std::ffi::OsStr;
-        assert_eq!(discovery_dir(Some(OsStr::new("/t"))), PathBuf::from("/t/gemini/ide"));
-        assert_eq!(discovery_dir(Some(OsStr::new("/t/"))), PathBuf::from("/t/gemini/ide"));
-        assert_eq!(discovery_dir(Some(OsStr::new(""))), PathBuf::from("/tmp/gemini/ide"));
-        assert_eq!(discovery_dir(None), PathBuf::from("/tmp/gemini/ide"));
+        let q = Discovery::new(4242, &["/w".into()], "tok".into(), Some(77));
+        assert_eq!(
+            serde_json::to_value(&q).unwrap(),
+            json!({"port": 4242, "workspacePath": "/w", "authToken": "tok", "ppid": 77,
+                   "ideInfo": {"name": "neovim", "displayName": "Neovim"}})
+        );
     }
 
     #[test]

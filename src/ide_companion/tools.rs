@@ -1,12 +1,13 @@
-//! One MCP request of a Gemini CLI client, answered: `initialize`,
-//! `tools/list`, `tools/call` (`openDiff`, `closeDiff`). Plain Rust over
-//! the core's [`Editor`] (unit-tested with `core::fake_editor`).
+//! One MCP request of an IDE-companion client (Gemini CLI, Qwen Code),
+//! answered: `initialize`, `tools/list`, `tools/call` (`openDiff`,
+//! `closeDiff`). Plain Rust over the core's [`Editor`] (unit-tested with
+//! `core::fake_editor`).
 //!
-//! `openDiff` answers at once: the user's decision reaches Gemini later, as
-//! `ide/diffAccepted` / `ide/diffRejected` on the calling session's SSE
-//! stream. The editor never writes the file: Gemini does, with the text it
-//! is told (its edit fails with "No changes to apply" when the file
-//! already holds it).
+//! `openDiff` answers at once: the user's decision reaches the agent later,
+//! as `ide/diffAccepted` / `ide/diffRejected` on the calling session's SSE
+//! stream. The editor never writes the file: the agent does, with the text
+//! it is told (Gemini's edit fails with "No changes to apply" when the file
+//! already holds it; Qwen writes `ide/diffAccepted.content`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,7 +40,7 @@ pub struct Context<'a> {
     pub spawn: Spawn<'a>,
 }
 
-/// The diffs waiting for a decision, by session and file: Gemini knows a
+/// The diffs waiting for a decision, by session and file: the agent knows a
 /// diff only by its path, so a decision is told only for the newest
 /// `openDiff` of a path (an older one replaced by it would resolve the
 /// newer one's wait).
@@ -87,10 +88,10 @@ impl Diffs {
     }
 }
 
-/// The review's name for a file: one review per file, as Gemini has one
-/// diff per file.
-pub fn review_name(path: &Path) -> String {
-    format!("[Gemini] {}", path.display())
+/// The review's name for a file of `agent`'s: one review per file, as the
+/// agent has one diff per file.
+pub fn review_name(agent: &str, path: &Path) -> String {
+    format!("[{agent}] {}", path.display())
 }
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
@@ -117,9 +118,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             };
             let session = cx.owner.session;
             let generation = cx.diffs.open(session, &path);
-            let proposal =
-                Proposal { name: review_name(&path), path: path.clone(), original: None, proposed, owner: cx.owner };
-            let (editor, diffs, notify) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone());
+            let proposal = Proposal {
+                name: review_name(cx.owner.agent, &path),
+                path: path.clone(),
+                original: None,
+                proposed,
+                owner: cx.owner,
+            };
+            let (editor, diffs, notify, owner) = (cx.editor.clone(), cx.diffs.clone(), cx.notify.clone(), cx.owner);
             (cx.spawn)(Box::pin(async move {
                 let decided = editor.propose(proposal).await;
                 if !diffs.finish(session, &path, generation) {
@@ -128,11 +134,12 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 match decided {
                     Ok(Decision::Accepted(text)) => notify("ide/diffAccepted", protocol::diff_accepted(&path, &text)),
                     Ok(Decision::Rejected) => notify("ide/diffRejected", protocol::diff_rejected(&path)),
-                    // Gemini waits for a decision: a review that could not
-                    // be shown is one it must not wait for.
+                    // The agent waits for a decision: a review that could
+                    // not be shown is one it must not wait for.
                     Err(e) => {
                         log::warn(format!(
-                            "gemini: openDiff of {}: {}",
+                            "{}: openDiff of {}: {}",
+                            owner.agent.to_lowercase(),
                             path.display(),
                             log::untrusted(&e.to_string())
                         ));
@@ -144,7 +151,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "closeDiff" => {
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
-            let name = review_name(&path);
+            let name = review_name(cx.owner.agent, &path);
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
                 cx.diffs.suppress(cx.owner.session, &path);
             }
@@ -203,7 +210,7 @@ mod tests {
         assert!(fake.calls().contains(&Call::Propose("[Gemini] /w/a.rs".into(), "x\n".into())));
         assert_eq!(diffs.count(), 0);
         // The editor was never asked to write anything.
-        assert!(!fake.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite | Call::Replace)));
+        assert!(!fake.calls().iter().any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied | Call::Replace)));
         let bad = json!({"name": "openDiff", "arguments": {"filePath": "/w/a.rs"}});
         assert_eq!(answer("tools/call", &bad, &cx).await.unwrap_err().0, mcp::INVALID_PARAMS);
     }
@@ -249,6 +256,12 @@ mod tests {
         // No review of that file: content null.
         let none = json!({"name": "closeDiff", "arguments": {"filePath": "/w/none.rs"}});
         assert_eq!(answer("tools/call", &none, &cx).await.unwrap()["content"][0]["text"], r#"{"content":null}"#);
+    }
+
+    #[test]
+    fn each_flavor_names_its_reviews() {
+        assert_eq!(review_name("Gemini", Path::new("/w/a.rs")), "[Gemini] /w/a.rs");
+        assert_eq!(review_name("Qwen", Path::new("/w/a.rs")), "[Qwen] /w/a.rs");
     }
 
     #[tokio::test]

@@ -22,6 +22,8 @@ struct State {
     visible: watch::Receiver<Option<Arc<VisibleFilesSnapshot>>>,
     interval: Duration,
     recency: Recency,
+    /// The agent's id, for the log.
+    agent: &'static str,
     /// The last context sent, without its timestamps.
     sent: Option<Value>,
     /// A change not sent yet: sent at `last_at + interval`.
@@ -29,13 +31,15 @@ struct State {
     last_at: Option<Instant>,
 }
 
-/// The stream's feed of `ide/contextUpdate` notifications.
-pub fn feed(hub: &Hub) -> Feed {
+/// The stream's feed of `ide/contextUpdate` notifications for a client of
+/// `agent` (its id, for the log).
+pub fn feed(hub: &Hub, agent: &'static str) -> Feed {
     let state = State {
         selection: hub.state.subscribe_selection(),
         visible: hub.state.subscribe_visible_files(),
         interval: Duration::from_millis(hub.options.selection_interval_ms),
         recency: Recency::default(),
+        agent,
         sent: None,
         pending: true,
         last_at: None,
@@ -89,6 +93,6 @@ fn context(st: &mut State) -> Option<String> {
     }
     st.sent = Some(key);
     let text = mcp::notification("ide/contextUpdate", &params);
-    crate::log_debug!("gemini: contextUpdate {}", log::untrusted(&text));
+    crate::log_debug!("{}: contextUpdate {}", st.agent, log::untrusted(&text));
     Some(text)
 }
