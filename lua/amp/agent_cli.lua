@@ -8,6 +8,7 @@ local M = {}
 M.known = {
   qwen = { name = "Qwen Code", install = "npm install -g @qwen-code/qwen-code" },
   opencode = { name = "OpenCode", install = "npm install -g opencode-ai" },
+  codex = { name = "Codex CLI", install = "npm install -g @openai/codex" },
 }
 
 --- How long `--version` may take, all of them together (ms).

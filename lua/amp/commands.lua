@@ -484,7 +484,9 @@ function H.status_text()
       if agent.enabled then
         served = served + 1
         local n = tonumber(agent.clients) or 0
-        parts[#parts + 1] = ("%s on :%s, %d client%s"):format(id, agent.port, n, n == 1 and "" or "s")
+        -- (Codex is served on private sockets, not a port.)
+        local at = agent.port and (":" .. tostring(agent.port)) or "a socket"
+        parts[#parts + 1] = ("%s on %s, %d client%s"):format(id, at, n, n == 1 and "" or "s")
       end
     end
     if served == 0 then

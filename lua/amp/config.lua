@@ -26,7 +26,8 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, codex: boolean } the attach protocols served
+---@field codex { unofficial_ide_context: boolean }
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -51,8 +52,16 @@ M.defaults = {
   -- and opens another (:help amp-gemini); `qwen` (Qwen Code) writes
   -- ~/.qwen/ide/<port>.lock ($QWEN_HOME/ide/) and opens another (:help
   -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
-  -- (:help amp-mcp). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false },
+  -- (:help amp-mcp); `codex` (Codex CLI) reviews each apply_patch of a
+  -- Codex started by `:Amp open codex` (:help amp-codex). Each is off
+  -- unless asked for.
+  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false, codex = false },
+  codex = {
+    -- Serve Codex's `/ide` (active file, selection, open tabs) over its
+    -- private, UNOFFICIAL IPC protocol, to the Codex `:Amp open codex`
+    -- starts only. Any Codex update may change or drop it (:help amp-codex).
+    unofficial_ide_context = false,
+  },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -148,6 +157,7 @@ M.defaults = {
       gemini = { "gemini" },
       qwen = { "qwen", "--approval-mode", "default" },
       opencode = { "opencode" },
+      codex = { "codex" },
       -- Agents without an attach protocol of their own: they get the
       -- editor's tools over MCP (agents.mcp; :help amp-mcp).
       cursor = { "cursor-agent" },
@@ -184,7 +194,7 @@ M.defaults = {
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "qwen", "opencode" }
+M.terminal_agents = { "amp", "claude", "gemini", "qwen", "opencode", "codex" }
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -233,6 +243,7 @@ function M.resolve(user)
     "review",
     "openctx",
     "terminal",
+    "codex",
   }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
       return nil, ("amp: setup: %s must be a table, got %s"):format(key, H.show(user[key]))
@@ -296,6 +307,8 @@ function M.validate(config)
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
     { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
     { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
+    { "agents.codex", config.agents.codex, H.is_boolean, "a boolean" },
+    { "codex.unofficial_ide_context", config.codex.unofficial_ide_context, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
@@ -394,6 +407,7 @@ function M.validate(config)
     { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.qwen", config.terminal.cmd.qwen, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.codex", config.terminal.cmd.codex, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {
       "openctx.providers",

@@ -351,6 +351,8 @@ function H.native_opts(config, version)
     agents = vim.deepcopy(config.agents),
     review_edit_file = config.review.edit_file,
     review_timeout_ms = config.review.timeout_ms,
+    codex_ide_context = config.codex.unofficial_ide_context,
+    nvim_program = vim.v.progpath,
   }
 end
 

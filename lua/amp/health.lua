@@ -51,7 +51,20 @@ function H.check_agents(status)
   end
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = agents[id]
-    if a.enabled then
+    if a.enabled and a.port == nil and a.socket then
+      -- Codex: private sockets for the terminals this Neovim starts.
+      local ok = vim.uv.fs_stat(a.socket) ~= nil
+      local line = ("%s: hook socket %s, IDE context (unofficial protocol) %s"):format(
+        id,
+        tostring(a.socket),
+        a.ide_context and ("on, " .. tostring(a.ipc_socket)) or "off (codex.unofficial_ide_context)"
+      )
+      if ok then
+        health.ok(line)
+      else
+        health.warn(line .. " (missing)")
+      end
+    elseif a.enabled then
       local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil
       local n = tonumber(a.clients) or 0
@@ -168,7 +181,8 @@ function H.check_server()
   for _, id in ipairs(require("amp.core").agent_ids(status)) do
     local a = status.agents[id]
     if a.enabled then
-      listening[#listening + 1] = ("%s on 127.0.0.1:%s"):format(id, tostring(a.port))
+      local at = a.port and ("127.0.0.1:" .. tostring(a.port)) or tostring(a.socket)
+      listening[#listening + 1] = ("%s on %s"):format(id, at)
     end
   end
   if #listening > 0 then

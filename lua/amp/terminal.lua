@@ -78,6 +78,7 @@ M.args = {
   gemini = { "--resume", "latest", "--model", "--approval-mode" },
   qwen = { "--continue", "--resume", "--model", "--approval-mode" },
   opencode = { "--continue", "--session", "--model" },
+  codex = { "resume", "--last", "--model", "--sandbox", "--ask-for-approval" },
 }
 
 --- Completion of `:Amp open {agent} ...`.
@@ -187,6 +188,8 @@ function M.env(agent)
   end
   if agent == "opencode" then
     env = require("amp.opencode").env()
+  elseif agent == "codex" then
+    env = vim.deepcopy(H.codex_run().env or {})
   end
   if next(env) then
     env.no_proxy, env.NO_PROXY = all.no_proxy, all.NO_PROXY
@@ -198,7 +201,10 @@ end
 
 function H.start(agent, config, old, args)
   local mcp_args, mcp_env = H.mcp_for_run(agent)
-  local cmd = vim.list_extend(vim.list_extend(vim.deepcopy(config.cmd[agent]), mcp_args or {}), args or {})
+  local own_args = agent == "codex" and H.codex_run().args or {}
+  local cmd = vim.deepcopy(config.cmd[agent])
+  -- Codex takes its `-c` overrides before a subcommand (`codex resume`).
+  cmd = vim.list_extend(vim.list_extend(vim.list_extend(cmd, own_args), mcp_args or {}), args or {})
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
@@ -325,13 +331,27 @@ end
 
 -- The protocol each agent attaches with; any other gets the editor's
 -- tools over MCP (agents.mcp).
-H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen" }
+H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen", codex = "codex" }
 
--- Whether this Neovim serves the front-end `id`.
-function H.serves(id)
+-- This Neovim's status of the front-end `id`, when it serves it.
+function H.front(id)
   local status = require("amp").status()
   local front = status.running and type(status.agents) == "table" and status.agents[id] or nil
-  return type(front) == "table" and front.enabled ~= false and front.port ~= nil
+  return type(front) == "table" and front.enabled ~= false and front or nil
+end
+
+-- Whether this Neovim serves the front-end `id` (on a port, or a socket).
+function H.serves(id)
+  local front = H.front(id)
+  return front ~= nil and (front.port ~= nil or front.socket ~= nil)
+end
+
+-- What this run of Codex gets from the Codex front-end (src/codex/launch.rs):
+-- `-c` overrides that install and trust our apply_patch hook for this run
+-- only, and the environment (a private TMPDIR, the hook's socket).
+function H.codex_run()
+  local front = H.front("codex")
+  return front and type(front.open) == "table" and front.open or {}
 end
 
 -- The MCP server for this run of `agent`, where its CLI takes one on its
@@ -358,8 +378,7 @@ function H.warn_unattached(agent)
     end
     served = "mcp"
   end
-  local front = agents[served]
-  if type(front) == "table" and front.enabled ~= false and front.port then
+  if agents[served] and H.serves(served) then
     return false
   end
   local action = status.running and ("set agents.%s = true"):format(served) or "run :Amp start"

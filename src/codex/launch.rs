@@ -23,11 +23,17 @@ pub const MATCHER: &str = "^apply_patch$";
 /// Where Codex keeps the hooks of `-c` overrides.
 const SESSION_FLAGS_KEY: &str = "/<session-flags>/config.toml:pre_tool_use:0:0";
 
+/// The variable giving our hook its own deadline (ms), shorter than the
+/// timeout Codex gives it: Codex lets a patch through when its hook times
+/// out, our hook denies it.
+pub const HOOK_TIMEOUT_VAR: &str = "AMP_CODEX_HOOK_TIMEOUT_MS";
+
 /// The shell command Codex runs for the hook: Neovim itself running the
-/// hook's Lua (`nvim -l`), each path quoted for `sh`.
+/// hook's Lua (`nvim --clean -l`: no user config, plugin or shada), each
+/// path quoted for `sh`.
 pub fn hook_command(nvim: &str, plugin_dir: &str) -> String {
     let script = format!("{}/lua/amp/codex/hook.lua", plugin_dir.trim_end_matches('/'));
-    format!("{} -l {}", sh_quote(nvim), sh_quote(&script))
+    format!("{} --clean -l {}", sh_quote(nvim), sh_quote(&script))
 }
 
 /// `s` as one word for a POSIX shell.
@@ -81,11 +87,11 @@ mod tests {
     fn the_hook_command_quotes_its_paths() {
         assert_eq!(
             hook_command("/usr/bin/nvim", "/p/amp.nvim/"),
-            "/usr/bin/nvim -l /p/amp.nvim/lua/amp/codex/hook.lua"
+            "/usr/bin/nvim --clean -l /p/amp.nvim/lua/amp/codex/hook.lua"
         );
         assert_eq!(
             hook_command("/opt/my nvim/nvim", "/home/o'neil/amp"),
-            r"'/opt/my nvim/nvim' -l '/home/o'\''neil/amp/lua/amp/codex/hook.lua'"
+            r"'/opt/my nvim/nvim' --clean -l '/home/o'\''neil/amp/lua/amp/codex/hook.lua'"
         );
         assert_eq!(sh_quote(""), "''");
         assert_eq!(sh_quote("$HOME"), "'$HOME'");

@@ -35,7 +35,7 @@ use tokio::time::timeout;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use super::hook;
-use super::launch::{codex_args, hook_command, HOOK_SOCKET_VAR};
+use super::launch::{codex_args, hook_command, HOOK_SOCKET_VAR, HOOK_TIMEOUT_VAR};
 use super::protocol::{self, HookAnswer, HookHeader, Incoming, MAX_IPC_FRAME_BYTES, MAX_PATCH_BYTES};
 use crate::core::log;
 use crate::core::review::{Owner, ReviewEnd};
@@ -53,6 +53,9 @@ const MAX_SENT_FRAME_BYTES: usize = 4 * MAX_PATCH_BYTES;
 /// Codex lets a patch through when its hook times out, so it must never
 /// time out before the review does.
 const HOOK_TIMEOUT_MARGIN_SECS: u64 = 60;
+/// Our hook gives up (and denies) this long after `review.timeout_ms`,
+/// well before Codex's timeout of it.
+const HOOK_OWN_MARGIN_MS: u64 = 30_000;
 /// Socket paths longer than this (of 107 bytes a Unix socket path may
 /// have) are made under /tmp instead of `$TMPDIR`.
 const MAX_SOCKET_PATH: usize = 100;
@@ -195,6 +198,7 @@ impl CodexServer {
             "env": {
                 "TMPDIR": self.paths.root.to_string_lossy(),
                 HOOK_SOCKET_VAR: self.paths.hook_socket.to_string_lossy(),
+                HOOK_TIMEOUT_VAR: (options.review_timeout_ms + HOOK_OWN_MARGIN_MS).to_string(),
             },
         })
     }
