@@ -406,6 +406,52 @@ def qwen_home(home: Path, base_url: str, ide: bool = True) -> dict[str, str]:
         "OPENAI_BASE_URL": base_url,
         "OPENAI_API_KEY": "qwen-dummy-offline-key",
         "OPENAI_MODEL": "m",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }
+
+
+def qwen_argv(*args: str) -> list[str]:
+    return ["node", str(QWEN), *args]
+
+
+# OpenCode ---------------------------------------------------------------------
+# Driven offline against tests/integration/openai_mock.py through a provider
+# entry in its config.
+
+OPENCODE_FIXTURE = ROOT / "tests" / "fixtures" / "agent-opencode" / "node_modules"
+# The platform package's binary: what opencode-ai's `opencode` runs here.
+OPENCODE = OPENCODE_FIXTURE / "opencode-linux-x64" / "bin" / "opencode"
+
+
+def opencode_available() -> bool:
+    return OPENCODE.is_file() and os.access(OPENCODE, os.X_OK)
+
+
+def opencode_config(config_home: Path, base_url: str) -> dict[str, str]:
+    """OpenCode's config ($XDG_CONFIG_HOME/opencode/opencode.json): one
+    OpenAI-compatible provider at `base_url` (a local stand-in) as the
+    model, no update, no sharing; returns the variables that keep it
+    offline (no model list fetched, no default plugins installed)."""
+    (config_home / "opencode").mkdir(parents=True, exist_ok=True)
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
+                               "options": {"baseURL": base_url, "apiKey": "dummy"},
+                               "models": {"m": {"name": "m"}}}},
+        "model": "local/m",
+        "small_model": "local/m",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    (config_home / "opencode" / "opencode.json").write_text(json.dumps(config))
+    return {
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "TERM": "xterm-256color",
+    }
 
 
 # Codex CLI -------------------------------------------------------------------
@@ -586,47 +632,3 @@ trust_level = "trusted"
         "no_proxy": "127.0.0.1,localhost",
         "TERM": "xterm-256color",
     }
-
-
-def qwen_argv(*args: str) -> list[str]:
-    return ["node", str(QWEN), *args]
-
-
-# OpenCode ---------------------------------------------------------------------
-# Driven offline against tests/integration/openai_mock.py through a provider
-# entry in its config.
-
-OPENCODE_FIXTURE = ROOT / "tests" / "fixtures" / "agent-opencode" / "node_modules"
-# The platform package's binary: what opencode-ai's `opencode` runs here.
-OPENCODE = OPENCODE_FIXTURE / "opencode-linux-x64" / "bin" / "opencode"
-
-
-def opencode_available() -> bool:
-    return OPENCODE.is_file() and os.access(OPENCODE, os.X_OK)
-
-
-def opencode_config(config_home: Path, base_url: str) -> dict[str, str]:
-    """OpenCode's config ($XDG_CONFIG_HOME/opencode/opencode.json): one
-    OpenAI-compatible provider at `base_url` (a local stand-in) as the
-    model, no update, no sharing; returns the variables that keep it
-    offline (no model list fetched, no default plugins installed)."""
-    (config_home / "opencode").mkdir(parents=True, exist_ok=True)
-    config = {
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
-                               "options": {"baseURL": base_url, "apiKey": "dummy"},
-                               "models": {"m": {"name": "m"}}}},
-        "model": "local/m",
-        "small_model": "local/m",
-        "autoupdate": False,
-        "share": "disabled",
-    }
-    (config_home / "opencode" / "opencode.json").write_text(json.dumps(config))
-    return {
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-        "TERM": "xterm-256color",
-    }
-
-
