@@ -402,3 +402,33 @@ def test_hook_frames_at_the_limit_and_one_past(nvim_factory, amp_env):
     assert c.closed()
     c.close()
     assert not proposals(ed)
+
+
+def test_amp_open_codex_starts_it_with_the_hook_and_its_own_tmpdir(nvim_factory, amp_env, tmp_path):
+    """`:Amp open codex` as the user types it: the command of terminal.cmd.codex
+    (a stand-in recording its arguments and environment), then the
+    overrides, then the user's arguments; the user's ~/.codex untouched."""
+    from test_terminal import NO_CI, read_env, record_notes, notes, recording_agent
+    cmd, out = recording_agent(tmp_path)
+    ed = nvim_factory(**IDE, terminal={"cmd": {"codex": [str(cmd), "--first"]}}, _extra_env=NO_CI)
+    record_notes(ed)
+    status = codex_status(ed)
+    ed.nvim.command("Amp open codex resume --last")
+    env = read_env(out)
+    assert env["TMPDIR"] == status["tmpdir"] and env["AMP_CODEX_HOOK_SOCKET"] == status["socket"], env
+    assert env["AMP_CODEX_HOOK_TIMEOUT_MS"] == str(300_000 + 30_000)
+    args = wait_for(lambda: (out / "args").exists() and (out / "args").read_text(), 10, "the arguments")
+    assert args.split("\n")[:-1] == ["--first"] + status["open"]["args"] + ["resume", "--last"]
+    assert notes(ed) == [], notes(ed)
+    assert not (amp_env.home / ".codex").exists()
+    # Without agents.codex it starts unattached, and is told so in one line.
+    ed.shutdown()
+    cmd2, out2 = recording_agent(tmp_path, "plain")
+    ed = nvim_factory(terminal={"cmd": {"codex": [str(cmd2)]}}, _extra_env=NO_CI)
+    record_notes(ed)
+    ed.nvim.command("Amp open codex")
+    env = read_env(out2)
+    assert "AMP_CODEX_HOOK_SOCKET" not in env and env.get("TMPDIR") == amp_env.environ.get("TMPDIR")
+    assert (out2 / "args").read_text() == "\n"
+    assert notes(ed) == ["amp: set agents.codex = true to attach codex: it starts unattached, "
+                         "this Neovim serves no codex protocol"], notes(ed)
