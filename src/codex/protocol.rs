@@ -259,15 +259,30 @@ mod tests {
         assert_eq!(got["ideContext"]["activeFile"]["activeSelectionContent"], "bc\nfg");
         assert_eq!(got["ideContext"]["activeFile"]["selections"].as_array().unwrap().len(), 2);
         assert_eq!(ide_context(None, &[], &[]), json!({"ideContext": {"openTabs": []}}));
-        let many: Vec<PathBuf> = (0..100).map(|i| PathBuf::from(format!("/w/{i}"))).collect();
-        assert_eq!(ide_context(None, &many, &[]).to_string().matches("fsPath").count(), MAX_OPEN_TABS);
-        let big = RawSelection {
-            path: "/w/a.txt".into(),
-            cursor_only: false,
-            regions: vec![RawRegion::of(0, 0, 0, MAX_SELECTION_BYTES + 10, &[&"é".repeat(MAX_SELECTION_BYTES)])],
+        // Open tabs: at the limit all are listed; one past, the last is left out.
+        let tabs = |n: usize| {
+            let many: Vec<PathBuf> = (0..n).map(|i| PathBuf::from(format!("/w/{i}"))).collect();
+            ide_context(None, &many, &[])["ideContext"]["openTabs"].as_array().unwrap().len()
         };
-        let text = ide_context(Some(&big), &[], &[])["ideContext"]["activeFile"]["activeSelectionContent"].clone();
-        assert!(text.as_str().unwrap().len() <= MAX_SELECTION_BYTES);
+        assert_eq!(tabs(MAX_OPEN_TABS), MAX_OPEN_TABS);
+        assert_eq!(tabs(MAX_OPEN_TABS + 1), MAX_OPEN_TABS);
+        // Selected text: at the limit whole; one byte past, cut (on a
+        // character boundary: "é" is two bytes).
+        let selected = |text: &str| {
+            let sel = RawSelection {
+                path: "/w/a.txt".into(),
+                cursor_only: false,
+                regions: vec![RawRegion::of(0, 0, 0, text.len(), &[text])],
+            };
+            let got = ide_context(Some(&sel), &[], &[]);
+            got["ideContext"]["activeFile"]["activeSelectionContent"].as_str().unwrap().to_owned()
+        };
+        let at = "é".repeat(MAX_SELECTION_BYTES / 2);
+        assert_eq!(selected(&at), at);
+        let past = format!("{at}x");
+        assert_eq!(selected(&past).len(), MAX_SELECTION_BYTES);
+        let past = format!("x{at}");
+        assert_eq!(selected(&past), format!("x{}", "é".repeat(MAX_SELECTION_BYTES / 2 - 1)));
     }
 
     #[test]
