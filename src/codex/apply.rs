@@ -80,7 +80,7 @@ pub fn apply_update(old: &str, chunks: &[Chunk]) -> Result<String, String> {
                 None => return Err(format!("the line '{}' is not in the file", shown(anchor))),
             }
         }
-        let (mut old_lines, mut new_lines) = (chunk.old(), chunk.new());
+        let (mut old_lines, mut new_lines) = (chunk.old(), chunk.new_lines());
         if old_lines.is_empty() {
             // Added at the very end (after a last empty line, too).
             replacements.push((lines.len(), 0, new_lines));

@@ -109,7 +109,7 @@ impl Chunk {
     }
 
     /// The lines that replace them (context and inserted).
-    pub fn new(&self) -> Vec<&str> {
+    pub fn new_lines(&self) -> Vec<&str> {
         self.lines
             .iter()
             .filter_map(|l| match l {
@@ -434,7 +434,7 @@ mod tests {
         let Change::Update { chunks, .. } = &parse(text).unwrap().changes[0] else { panic!() };
         assert_eq!(chunks.len(), 2);
         assert_eq!(chunks[0].old(), ["x"]);
-        assert_eq!(chunks[1].new(), ["q"]);
+        assert_eq!(chunks[1].new_lines(), ["q"]);
     }
 
     mod roundtrip {
@@ -444,8 +444,19 @@ mod tests {
         /// Texts that look like the format's own markers.
         fn text() -> impl Strategy<Value = String> {
             prop::sample::select(vec![
-                "", "x", " x ", "*** End Patch", "*** End of File", "@@", "@@ y", "+p", "-m", " c", "*** Add File: z",
-                "é\u{7f}", "a\rb",
+                "",
+                "x",
+                " x ",
+                "*** End Patch",
+                "*** End of File",
+                "@@",
+                "@@ y",
+                "+p",
+                "-m",
+                " c",
+                "*** Add File: z",
+                "é\u{7f}",
+                "a\rb",
             ])
             .prop_map(str::to_owned)
         }
@@ -455,8 +466,16 @@ mod tests {
         }
 
         fn chunk() -> impl Strategy<Value = Chunk> {
-            (prop::option::of(prop::sample::select(vec!["fn main() {", "x", "@@"])), prop::collection::vec(line(), 1..6), any::<bool>())
-                .prop_map(|(anchor, lines, end_of_file)| Chunk { anchor: anchor.map(str::to_owned), lines, end_of_file })
+            (
+                prop::option::of(prop::sample::select(vec!["fn main() {", "x", "@@"])),
+                prop::collection::vec(line(), 1..6),
+                any::<bool>(),
+            )
+                .prop_map(|(anchor, lines, end_of_file)| Chunk {
+                    anchor: anchor.map(str::to_owned),
+                    lines,
+                    end_of_file,
+                })
         }
 
         fn change() -> impl Strategy<Value = Change> {

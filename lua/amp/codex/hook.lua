@@ -27,15 +27,14 @@ local MAX_ANSWER_BYTES = 64 * 1024 * 1024
 local CONNECT_TIMEOUT_MS = 5000
 
 local function deny(reason)
-  io.stderr:write(("amp: %s\n"):format(reason))
-  io.stderr:flush()
+  uv.fs_write(2, ("amp: %s\n"):format(reason))
   os.exit(2)
 end
 
 local function read_input()
   local parts, size = {}, 0
   while true do
-    local chunk = io.stdin:read(1024 * 1024)
+    local chunk = io.read(1024 * 1024)
     if not chunk then
       break
     end
@@ -152,14 +151,14 @@ end
 if decision.decision == "apply" then
   os.exit(0)
 elseif decision.decision == "rewrite" and type(decision.patch) == "string" then
-  io.stdout:write(vim.json.encode({
+  io.write(vim.json.encode({
     hookSpecificOutput = {
       hookEventName = "PreToolUse",
       permissionDecision = "allow",
       updatedInput = { command = decision.patch },
     },
   }))
-  io.stdout:flush()
+  io.flush()
   os.exit(0)
 elseif decision.decision == "deny" then
   deny(type(decision.reason) == "string" and decision.reason or "Neovim denied the patch")
