@@ -432,3 +432,27 @@ def test_amp_open_codex_starts_it_with_the_hook_and_its_own_tmpdir(nvim_factory,
     assert (out2 / "args").read_text() == "\n"
     assert notes(ed) == ["amp: set agents.codex = true to attach codex: it starts unattached, "
                          "this Neovim serves no codex protocol"], notes(ed)
+
+
+def test_checkhealth_names_the_sockets_and_the_codex_cli_and_its_version(nvim_factory, amp_env):
+    """`:checkhealth amp` lists the Codex front-end (its hook socket, the
+    unofficial IDE context on or off) and runs terminal.cmd.codex's program
+    with --version (the pinned Codex CLI when installed), or says it is
+    missing."""
+    import agents_helpers as ah
+    codex = ah.CODEX if ah.CODEX.exists() else None
+    ed = nvim_factory(**IDE, terminal={"cmd": {"codex": [str(codex) if codex else "no-such-codex"]}})
+    status = codex_status(ed)
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert (f"codex: hook socket {status['socket']}, IDE context (unofficial protocol) on, "
+            f"{status['ipc_socket']}") in health, health
+    assert f"codex on {status['socket']}" in health, health
+    if codex:
+        assert f"codex (Codex CLI) 0.169.0: {codex}" in health, health
+    ed.lua("require('amp').setup({ agents = { codex = true }, terminal = { cmd = { codex = { 'no-such-codex' } } } })")
+    ed.nvim.command("checkhealth amp")
+    health = "\n".join(ed.nvim.current.buffer[:])
+    assert ("codex (Codex CLI): `no-such-codex` is not on PATH; :Amp open codex needs it "
+            "(npm install -g @openai/codex, or set terminal.cmd.codex)") in health, health
+    assert "IDE context (unofficial protocol) off (codex.unofficial_ide_context)" in health, health
