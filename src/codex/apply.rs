@@ -17,6 +17,7 @@
 //!   searched again without it.
 
 use super::patch::Chunk;
+use crate::core::patch::matches_at;
 
 /// The file's line ending, as Codex decides it from its first line break.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,9 +138,7 @@ pub fn seek(lines: &[&str], pattern: &[&str], from: usize, at_end: bool) -> Opti
         |a, b| a.trim() == b.trim(),
         |a, b| folded(a.trim()) == folded(b.trim()),
     ];
-    tiers
-        .iter()
-        .find_map(|same| (start..=last).find(|&i| pattern.iter().enumerate().all(|(j, p)| same(lines[i + j], p))))
+    tiers.iter().find_map(|same| (start..=last).find(|&i| matches_at(lines, i, pattern, same)))
 }
 
 /// Typographic dashes, quotes and spaces as their ASCII forms.

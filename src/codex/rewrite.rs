@@ -76,7 +76,7 @@ fn seek_exact(lines: &[&str], pattern: &[&str], from: usize) -> Option<usize> {
     if pattern.is_empty() || pattern.len() > lines.len() {
         return seek(lines, pattern, from, false);
     }
-    (from..=lines.len() - pattern.len()).find(|&i| lines[i..i + pattern.len()] == *pattern)
+    (from..=lines.len() - pattern.len()).find(|&i| crate::core::patch::matches_at(lines, i, pattern, |a, b| a == b))
 }
 
 /// Whether an Add can write exactly `text` (each line with a final `\n`).
