@@ -101,6 +101,25 @@ def test_real_codex_ide_context_reaches_the_model(nvim_factory, amp_env):
     finally:
         tmux.close()
         mock.close()
+    # Codex 0.169's TUI can leave a `codex app-server --managed-daemon`
+    # (a copy of itself under $CODEX_HOME/packages/): with the -c overrides
+    # of :Amp open codex it serves itself in process, and nothing stays.
+    home = str(amp_env.root / "codex-home")
+    assert wait_for(lambda: not codex_processes(home), 10, "Codex's processes to end")
+
+
+def codex_processes(codex_home: str) -> list[str]:
+    """Command lines of running processes started from `codex_home`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if codex_home in cmdline or f"CODEX_HOME={codex_home}".encode() in environ:
+            found.append(cmdline)
+    return found
 
 
 def patch_of(body: str) -> str:
@@ -124,6 +143,7 @@ def test_real_codex_patch_accepted_with_a_tweak_then_rejected_with_q(nvim_factor
     tmux = run_codex(ed, amp_env, mock)
     try:
         ready(tmux)
+        assert codex_processes(str(amp_env.root / "codex-home")), "the check below sees a running Codex"
         tmux.submit("capitalize upon")
         try:
             wait_proposals(ed, 1, 60)
@@ -164,3 +184,8 @@ def test_real_codex_patch_accepted_with_a_tweak_then_rejected_with_q(nvim_factor
     finally:
         tmux.close()
         mock.close()
+    # Codex 0.169's TUI can leave a `codex app-server --managed-daemon`
+    # (a copy of itself under $CODEX_HOME/packages/): with the -c overrides
+    # of :Amp open codex it serves itself in process, and nothing stays.
+    home = str(amp_env.root / "codex-home")
+    assert wait_for(lambda: not codex_processes(home), 10, "Codex's processes to end")
