@@ -456,3 +456,36 @@ def test_checkhealth_names_the_sockets_and_the_codex_cli_and_its_version(nvim_fa
     assert ("codex (Codex CLI): `no-such-codex` is not on PATH; :Amp open codex needs it "
             "(npm install -g @openai/codex, or set terminal.cmd.codex)") in health, health
     assert "IDE context (unofficial protocol) off (codex.unofficial_ide_context)" in health, health
+
+
+def test_ipc_clients_and_the_first_frame_deadline_at_the_limit_and_one_past(nvim_factory, amp_env):
+    """The serving layer's limits hold on Codex's sockets too: at most
+    server.max_clients clients at once (one past is dropped, counted
+    clients unchanged), and a connection that sends no frame within
+    server.handshake_timeout_ms is dropped."""
+    ed = nvim_factory(**IDE, server={"max_clients": 2, "handshake_timeout_ms": 1000})
+    status = codex_status(ed)
+    clients = [Framed(status["ipc_socket"]) for _ in range(2)]
+    for c in clients:
+        assert c.request("initialize", {"clientType": "desktop"})["resultType"] == "success"
+    wait_for(lambda: status_clients(ed) == 2, 5, "two clients")
+    extra = Framed(status["ipc_socket"])
+    extra.send({"type": "request", "requestId": "x", "method": "initialize", "params": {}})
+    assert extra.closed(), "one past max_clients is dropped"
+    extra.close()
+    assert status_clients(ed) == 2
+    clients.pop().close()
+    wait_for(lambda: status_clients(ed) == 1, 5, "a client gone")
+    again = Framed(status["ipc_socket"])
+    assert ide(ed, again)["resultType"] == "success", "room again"
+    again.close()
+    for c in clients:
+        c.close()
+    # Silent: dropped once the first-frame deadline passes (and not long
+    # before it: a frame sent at once is answered, above).
+    silent = Framed(status["ipc_socket"], timeout=20)
+    assert silent.closed()
+    silent.close()
+    hook_silent = Framed(status["socket"], timeout=20)
+    assert hook_silent.closed()
+    hook_silent.close()
