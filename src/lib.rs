@@ -8,13 +8,14 @@
 //!   admission, the byte budget, discovery files, the agent registry, the
 //!   WebSocket loop, MCP over HTTP);
 //! - `amp`, `claude`, `ide_companion` (Gemini CLI and Qwen Code),
-//!   `copilot` (with `mcp`), `mcp_server`, `tap` and `openctx`: the
-//!   protocols, which use `core` and `serve` and never each other;
+//!   `copilot` (with `mcp`), `codex`, `mcp_server`, `tap` and `openctx`:
+//!   the protocols, which use `core` and `serve` and never each other;
 //! - `nvim`: everything that touches Neovim (mlua, nvim-oxi, the main-thread
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
 pub mod amp;
 pub mod claude;
+pub mod codex;
 pub mod copilot;
 pub mod core;
 pub mod editor_tools;

@@ -9,6 +9,7 @@ M.known = {
   qwen = { name = "Qwen Code", install = "npm install -g @qwen-code/qwen-code" },
   opencode = { name = "OpenCode", install = "npm install -g opencode-ai" },
   copilot = { name = "GitHub Copilot CLI", install = "npm install -g @github/copilot" },
+  codex = { name = "Codex CLI", install = "npm install -g @openai/codex" },
 }
 
 --- How long `--version` may take, all of them together (ms).

@@ -26,8 +26,9 @@ local H = {}
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, copilot: boolean, tap: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, qwen: boolean, mcp: boolean, copilot: boolean, codex: boolean, tap: boolean } the attach protocols served
 ---@field tap { url: string } the tap gateway's address (agents.tap)
+---@field codex { unofficial_ide_context: boolean }
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -54,10 +55,27 @@ M.defaults = {
   -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
   -- (:help amp-mcp); `copilot` (GitHub Copilot CLI) writes
   -- ~/.copilot/ide/<uuid>.lock ($COPILOT_HOME/ide/ when set) and listens
-  -- on a private Unix socket (:help amp-copilot); `tap` offers the
-  -- editor's tools to Copilot CLI sessions through a tap gateway (:help
-  -- amp-tap). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false, qwen = false, mcp = false, copilot = false, tap = false },
+  -- on a private Unix socket (:help amp-copilot); `codex` (Codex CLI)
+  -- reviews each apply_patch of a Codex started by `:Amp open codex`
+  -- (:help amp-codex); `tap` offers the editor's tools to Copilot CLI
+  -- sessions through a tap gateway (:help amp-tap). Each is off unless
+  -- asked for.
+  agents = {
+    amp = true,
+    claude = false,
+    gemini = false,
+    qwen = false,
+    mcp = false,
+    copilot = false,
+    codex = false,
+    tap = false,
+  },
+  codex = {
+    -- Serve Codex's `/ide` (active file, selection, open tabs) over its
+    -- private, UNOFFICIAL IPC protocol, to the Codex `:Amp open codex`
+    -- starts only. Any Codex update may change or drop it (:help amp-codex).
+    unofficial_ide_context = false,
+  },
   -- The tap gateway (agents.tap): a WebSocket on this machine.
   tap = { url = "ws://localhost:9400" },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
@@ -156,6 +174,7 @@ M.defaults = {
       qwen = { "qwen", "--approval-mode", "default" },
       copilot = { "copilot" },
       opencode = { "opencode" },
+      codex = { "codex" },
       -- Agents without an attach protocol of their own: they get the
       -- editor's tools over MCP (agents.mcp; :help amp-mcp).
       cursor = { "cursor-agent" },
@@ -192,7 +211,7 @@ M.defaults = {
 
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "qwen", "copilot", "opencode" }
+M.terminal_agents = { "amp", "claude", "gemini", "qwen", "copilot", "opencode", "codex" }
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -241,6 +260,7 @@ function M.resolve(user)
     "review",
     "openctx",
     "terminal",
+    "codex",
     "tap",
   }) do
     if user[key] ~= nil and type(user[key]) ~= "table" then
@@ -306,6 +326,8 @@ function M.validate(config)
     { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
     { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
     { "agents.copilot", config.agents.copilot, H.is_boolean, "a boolean" },
+    { "agents.codex", config.agents.codex, H.is_boolean, "a boolean" },
+    { "codex.unofficial_ide_context", config.codex.unofficial_ide_context, H.is_boolean, "a boolean" },
     { "agents.tap", config.agents.tap, H.is_boolean, "a boolean" },
     { "tap.url", config.tap.url, H.is_tap_url, "a ws:// URL on this machine (localhost, 127.0.0.1 or [::1])" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
@@ -407,6 +429,7 @@ function M.validate(config)
     { "terminal.cmd.qwen", config.terminal.cmd.qwen, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.copilot", config.terminal.cmd.copilot, H.is_command, "a non-empty list of strings" },
     { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
+    { "terminal.cmd.codex", config.terminal.cmd.codex, H.is_command, "a non-empty list of strings" },
     { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
     {
       "openctx.providers",

@@ -352,6 +352,8 @@ function H.native_opts(config, version)
     review_edit_file = config.review.edit_file,
     review_timeout_ms = config.review.timeout_ms,
     tap_url = config.tap.url,
+    codex_ide_context = config.codex.unofficial_ide_context,
+    nvim_program = vim.v.progpath,
   }
 end
 

@@ -59,6 +59,19 @@ function H.check_agents(status)
       else
         health.info(line)
       end
+    elseif a.enabled and a.port == nil and a.socket and not (a.discovery_file or a.lockfile) then
+      -- Codex: private sockets for the terminals this Neovim starts.
+      local ok = vim.uv.fs_stat(a.socket) ~= nil
+      local line = ("%s: hook socket %s, IDE context (unofficial protocol) %s"):format(
+        id,
+        tostring(a.socket),
+        a.ide_context and ("on, " .. tostring(a.ipc_socket)) or "off (codex.unofficial_ide_context)"
+      )
+      if ok then
+        health.ok(line)
+      else
+        health.warn(line .. " (missing)")
+      end
     elseif a.enabled then
       local file = a.discovery_file or a.lockfile
       local file_ok = file and vim.uv.fs_stat(file) ~= nil

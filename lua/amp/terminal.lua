@@ -79,6 +79,7 @@ M.args = {
   qwen = { "--continue", "--resume", "--model", "--approval-mode" },
   copilot = { "--continue", "--resume", "--model", "--name" },
   opencode = { "--continue", "--session", "--model" },
+  codex = { "resume", "--last", "--model", "--sandbox", "--ask-for-approval" },
 }
 
 --- Completion of `:Amp open {agent} ...`.
@@ -188,6 +189,8 @@ function M.env(agent)
   end
   if agent == "opencode" then
     env = require("amp.opencode").env()
+  elseif agent == "codex" then
+    env = vim.deepcopy(H.codex_run().env or {})
   end
   if next(env) then
     env.no_proxy, env.NO_PROXY = all.no_proxy, all.NO_PROXY
@@ -199,7 +202,10 @@ end
 
 function H.start(agent, config, old, args)
   local mcp_args, mcp_env = H.mcp_for_run(agent)
-  local cmd = vim.list_extend(vim.list_extend(vim.deepcopy(config.cmd[agent]), mcp_args or {}), args or {})
+  local own_args = agent == "codex" and H.codex_run().args or {}
+  local cmd = vim.deepcopy(config.cmd[agent])
+  -- Codex takes its `-c` overrides before a subcommand (`codex resume`).
+  cmd = vim.list_extend(vim.list_extend(vim.list_extend(cmd, own_args), mcp_args or {}), args or {})
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
@@ -326,15 +332,35 @@ end
 
 -- The protocol each agent attaches with; any other gets the editor's
 -- tools over MCP (agents.mcp).
-H.protocols =
-  { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini", qwen = "qwen", copilot = "copilot" }
+H.protocols = {
+  amp = "amp",
+  claude = "claude",
+  opencode = "claude",
+  gemini = "gemini",
+  qwen = "qwen",
+  copilot = "copilot",
+  codex = "codex",
+}
 
--- Whether this Neovim serves the front-end `id`.
-function H.serves(id)
+-- This Neovim's status of the front-end `id`, when it serves it.
+function H.front(id)
   local status = require("amp").status()
   local front = status.running and type(status.agents) == "table" and status.agents[id] or nil
-  -- (Copilot CLI's server is a Unix socket: no port.)
-  return type(front) == "table" and front.enabled ~= false and (front.port ~= nil or front.socket ~= nil)
+  return type(front) == "table" and front.enabled ~= false and front or nil
+end
+
+-- Whether this Neovim serves the front-end `id` (on a port, or a socket).
+function H.serves(id)
+  local front = H.front(id)
+  return front ~= nil and (front.port ~= nil or front.socket ~= nil)
+end
+
+-- What this run of Codex gets from the Codex front-end (src/codex/launch.rs):
+-- `-c` overrides that install and trust our apply_patch hook for this run
+-- only, and the environment (a private TMPDIR, the hook's socket).
+function H.codex_run()
+  local front = H.front("codex")
+  return front and type(front.open) == "table" and front.open or {}
 end
 
 -- The MCP server for this run of `agent`, where its CLI takes one on its

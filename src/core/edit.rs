@@ -50,8 +50,17 @@ pub fn line_hunks<A: AsRef<str>, B: AsRef<str>>(old: &[A], new: &[B]) -> Vec<Hun
     let deadline = std::time::Instant::now() + DIFF_BUDGET;
     let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &old_lines, &new_lines, Some(deadline));
     let mut hunks: Vec<Hunk> = Vec::new();
+    // Positions are counted here from the operations' lengths, in order:
+    // similar 2.7's compaction can leave an operation's index on the other
+    // side stale (a Delete's new_index, an Insert's old_index), and hunks
+    // placed by it would rebuild a wrong text.
+    let (mut at_old, mut at_new) = (0, 0);
     for op in ops {
         let (tag, old_range, new_range) = op.as_tag_tuple();
+        let (old_len, new_len) = (old_range.len(), new_range.len());
+        let (old_range, new_range) = (at_old..at_old + old_len, at_new..at_new + new_len);
+        at_old += old_len;
+        at_new += new_len;
         if tag == similar::DiffTag::Equal {
             continue;
         }
@@ -91,6 +100,33 @@ mod tests {
         let empty: [&str; 0] = [];
         assert_eq!(apply_hunks(&old, &empty, &line_hunks(&old, &empty)), Vec::<String>::new());
         assert_eq!(apply_hunks(&empty, &new, &line_hunks(&empty, &new)), new);
+    }
+
+    #[test]
+    fn hunks_are_placed_right_where_the_diff_compacts_its_operations() {
+        // similar 2.7 reports this Insert at old index 2 (it is at 17).
+        let old = ["a", "a", "a", "a", "a", "a", "a", "a", "a", "", "a", "a", "  a", "c d", "a", "a", "b"];
+        let new = ["a", "b", "b"];
+        let hunks = line_hunks(&old, &new);
+        assert_eq!(apply_hunks(&old, &new, &hunks), new);
+        assert_eq!(hunks, [Hunk { start: 1, old_end: 16, new: 1..1 }, Hunk { start: 17, old_end: 17, new: 2..3 }]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+        /// Lines from a small alphabet (repeats make the diff compact its
+        /// operations): the hunks, applied, give the new lines.
+        #[test]
+        fn hunks_rebuild_any_new_text(
+            old in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "", "c d"]), 0..30),
+            new in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "", "c d"]), 0..30),
+        ) {
+            let hunks = line_hunks(&old, &new);
+            proptest::prop_assert_eq!(apply_hunks(&old, &new, &hunks), new);
+            // Ascending and apart (adjacent ones are one hunk).
+            proptest::prop_assert!(hunks.windows(2).all(|w| w[0].old_end < w[1].start));
+        }
     }
 
     #[test]

@@ -69,13 +69,22 @@ pub fn apply(text: &str, patch: &str) -> Result<String, String> {
     Ok(result)
 }
 
+/// Whether `pattern` is in `lines` at line `at`, each line compared with
+/// `same(line, pattern line)`. The one matching step of both patch formats
+/// agents send (this unified diff; Codex's apply_patch, `codex::apply`,
+/// which places chunks by Codex's own rules).
+pub fn matches_at<P: AsRef<str>>(lines: &[&str], at: usize, pattern: &[P], same: impl Fn(&str, &str) -> bool) -> bool {
+    at.checked_add(pattern.len()).is_some_and(|end| end <= lines.len())
+        && pattern.iter().zip(&lines[at..]).all(|(p, l)| same(l, p.as_ref()))
+}
+
 /// Where `old` appears in `lines` at or after `from`, nearest `hint`.
 fn find(lines: &[&str], from: usize, old: &[String], hint: usize) -> Option<usize> {
     if old.is_empty() {
         return Some(hint.clamp(from, lines.len()));
     }
     let last = lines.len().checked_sub(old.len())?;
-    let matches = |p: usize| old.iter().zip(&lines[p..]).all(|(o, l)| o == l);
+    let matches = |p: usize| matches_at(lines, p, old, |a, b| a == b);
     if from > last {
         return None;
     }

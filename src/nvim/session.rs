@@ -31,6 +31,7 @@ const FRONT_ENDS: &[(&str, Start)] = &[
     ("qwen", crate::ide_companion::qwen::start),
     ("mcp", crate::mcp_server::server::start),
     ("copilot", crate::copilot::server::start),
+    ("codex", crate::codex::server::start),
     ("tap", crate::tap::client::start),
 ];
 

@@ -57,6 +57,10 @@ pub struct ServerOptions {
     pub review_timeout_ms: u64,
     /// The tap gateway's address (`tap.url`), when `agents.tap` is on.
     pub tap_url: String,
+    /// Codex's `/ide` is served (`codex.ide_context`: its private protocol).
+    pub codex_ide_context: bool,
+    /// This Neovim's program (`v:progpath`): Codex's hook runs it.
+    pub nvim_program: Option<String>,
 }
 
 /// Which agents are served from the one editor state: each front-end's id
@@ -108,6 +112,8 @@ impl Default for ServerOptions {
             review_edit_file: false,
             review_timeout_ms: 300_000,
             tap_url: "ws://localhost:9400".into(),
+            codex_ide_context: false,
+            nvim_program: None,
         }
     }
 }
@@ -180,6 +186,11 @@ impl ServerOptions {
                 }
                 "review_timeout_ms" => o.review_timeout_ms = int(key, v, 1000, 86_400_000)?,
                 "tap_url" => o.tap_url = string(key, v)?,
+                "codex_ide_context" => {
+                    o.codex_ide_context =
+                        v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
+                }
+                "nvim_program" => o.nvim_program = Some(string(key, v)?),
                 // Options of later features pass through untouched.
                 _ => {}
             }

@@ -485,3 +485,183 @@ def copilot_env(home: Path, model_url: str, model: str = openai_mock.MODEL) -> d
         "no_proxy": "127.0.0.1,localhost",
         "TERM": "xterm-256color",
     }
+
+
+# Codex CLI -------------------------------------------------------------------
+
+CODEX = ROOT / "tests" / "fixtures" / "agent-codex" / "node_modules" / ".bin" / "codex"
+# A model of Codex's own catalog: only such a model is offered apply_patch
+# (an unknown name gets no apply_patch tool), and gpt-5.5 gets it as a tool
+# of its own (the newer gpt-6 models reach it through a JavaScript `exec`).
+CODEX_MODEL = "gpt-5.5"
+
+
+def codex_available() -> bool:
+    return CODEX.exists() and shutil.which("node") is not None and shutil.which("tmux") is not None
+
+
+class ResponsesMock:
+    """`POST /v1/responses` of the OpenAI Responses API, streamed (SSE), as
+    Codex CLI calls it through a provider entry. Each request of the
+    conversation takes the next scripted turn: a list of output items
+    (`{"type": "message", "text": ...}` or `{"type": "apply_patch",
+    "patch": ...}`, the latter sent as the `custom_tool_call` Codex's
+    freeform apply_patch tool expects); when the script is used up it
+    answers a short message. Side requests (the thread's title, asked as structured
+    output) get a title. Every request body is kept in `requests`."""
+
+    def __init__(self, script: list[list[dict]] | None = None):
+        self.script = list(script or [])
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        mock = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                # /v1/models and friends: an empty list.
+                body = json.dumps({"object": "list", "data": [], "models": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                if not self.path.split("?")[0].endswith("/responses"):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                items = mock._next_turn(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                rid = f"resp_{len(mock.requests)}"
+
+                def event(data):
+                    self.wfile.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
+                    self.wfile.flush()
+
+                event({"type": "response.created", "response": {"id": rid}})
+                for item in items:
+                    event({"type": "response.output_item.done", "item": item})
+                usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+                         "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 20}
+                event({"type": "response.completed", "response": {"id": rid, "usage": usage}})
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _next_turn(self, body: dict) -> list[dict]:
+        with self.changed:
+            self.requests.append(body)
+            n = len(self.requests)
+            # Side requests (the thread's title) ask for structured output.
+            side = bool((body.get("text") or {}).get("format"))
+            if side:
+                turn = [{"type": "message", "text": json.dumps({"title": "Offline test"})}]
+            else:
+                turn = self.script.pop(0) if self.script else [{"type": "message", "text": "Done."}]
+            self.changed.notify_all()
+        items = []
+        for i, step in enumerate(turn):
+            if step["type"] == "apply_patch":
+                items.append({"type": "custom_tool_call", "id": f"ctc_{n}_{i}", "status": "completed",
+                              "call_id": f"call_{n}_{i}", "name": "apply_patch", "input": step["patch"]})
+            else:
+                items.append({"type": "message", "role": "assistant", "id": f"msg_{n}_{i}", "status": "completed",
+                              "content": [{"type": "output_text", "text": step["text"], "annotations": []}]})
+        return items
+
+    def main_requests(self) -> list[dict]:
+        with self.lock:
+            return [r for r in self.requests if not (r.get("text") or {}).get("format")]
+
+    def wait_for(self, predicate, timeout: float = 60.0):
+        """Waits until `predicate(requests)` is truthy; returns its value."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                value = predicate(list(self.requests))
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"the Responses mock never saw what was expected ({len(self.requests)} requests)")
+                self.changed.wait(min(left, 0.5))
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def responses_text(body: dict) -> str:
+    """Every text of a Responses request (instructions, input items), joined."""
+    out: list[str] = []
+
+    def walk(value):
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if k in ("text", "content", "instructions", "input", "output"):
+                    walk(v)
+
+    walk(body.get("instructions"))
+    walk(body.get("input"))
+    return "\n".join(out)
+
+
+def codex_home(home: Path, mock_url: str, project: Path) -> dict[str, str]:
+    """A CODEX_HOME with a mock provider (the Responses API at `mock_url`)
+    and `project` trusted; returns the environment to run Codex with. The
+    user's own ~/.codex is never read."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'''model = "{CODEX_MODEL}"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "{mock_url}"
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[projects."{project}"]
+trust_level = "trusted"
+
+# The upgrade offer was seen: no "Meet GPT-6 Sol" dialog at start.
+[notice.model_migrations]
+"{CODEX_MODEL}" = "gpt-6-sol"
+''')
+    return {
+        "CODEX_HOME": str(home),
+        "MOCK_API_KEY": "mock-offline-key",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        "TERM": "xterm-256color",
+    }

@@ -19,7 +19,8 @@ from conftest import lua_literal, wait_for
 DEFAULTS = {
     "auto_start": True,
     "agents": {"amp": True, "claude": False, "gemini": False, "qwen": False, "mcp": False, "copilot": False,
-               "tap": False},
+               "codex": False, "tap": False},
+    "codex": {"unofficial_ide_context": False},
     "tap": {"url": "ws://localhost:9400"},
     "notify": {"connections": True},
     "review": {
@@ -52,7 +53,7 @@ DEFAULTS = {
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
                 "qwen": ["qwen", "--approval-mode", "default"], "copilot": ["copilot"],
-                "opencode": ["opencode"], "cursor": ["cursor-agent"], "crush": ["crush"],
+                "opencode": ["opencode"], "codex": ["codex"], "cursor": ["cursor-agent"], "crush": ["crush"],
                 "goose": ["goose", "session"], "kiro": ["kiro-cli", "chat"]},
     },
     "openctx": {
@@ -205,6 +206,10 @@ INVALID = [
      "amp: setup: selection.interval_ms must be a non-negative integer, got -5"),
     ("{ watch = { enabled = 1 } }", "amp: setup: watch.enabled must be a boolean, got 1"),
     ("{ agents = { gemini = 'yes' } }", 'amp: setup: agents.gemini must be a boolean, got "yes"'),
+    ("{ agents = { codex = 1 } }", "amp: setup: agents.codex must be a boolean, got 1"),
+    ("{ codex = { unofficial_ide_context = 'yes' } }",
+     'amp: setup: codex.unofficial_ide_context must be a boolean, got "yes"'),
+    ("{ codex = true }", "amp: setup: codex must be a table, got true"),
     ("{ edits = { write_autocmds = 'pre' } }",
      'amp: setup: edits.write_autocmds must be "all", "post" or "none", got "pre"'),
     ("{ review = { edit_file = 'yes' } }", 'amp: setup: review.edit_file must be a boolean, got "yes"'),
@@ -224,7 +229,7 @@ INVALID = [
     ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
     ("{ terminal = { default = 'nano' } }",
      'amp: setup: terminal.default must be an agent named in terminal.cmd '
-     '(amp|claude|gemini|qwen|copilot|opencode|crush|cursor|goose|kiro), got "nano"'),
+     '(amp|claude|gemini|qwen|copilot|opencode|codex|crush|cursor|goose|kiro), got "nano"'),
     ("{ terminal = { cmd = { aider = 'aider' } } }",
      'amp: setup: terminal.cmd.aider must be a non-empty list of strings, got "aider"'),
     ("{ terminal = { position = 'middle' } }",
