@@ -16,5 +16,6 @@ pub mod published;
 pub mod rebase;
 pub mod review;
 pub mod selection;
+pub mod sync;
 pub mod text;
 pub mod uri;

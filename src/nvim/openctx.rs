@@ -15,6 +15,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::log;
+use crate::core::sync::LockExt;
 use crate::core::text::utf16_to_byte_col;
 use crate::nvim::annotations::{self, LineTitles, Mark};
 use crate::nvim::bridge;
@@ -115,7 +116,7 @@ impl Service {
 static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
 
 fn service() -> std::sync::MutexGuard<'static, Option<Service>> {
-    SERVICE.lock().unwrap_or_else(|p| p.into_inner())
+    SERVICE.locked()
 }
 
 /// (Re)configures the service; the previous client and its processes go.

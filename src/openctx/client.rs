@@ -26,6 +26,7 @@ use super::transport::node::NodeHost;
 use super::transport::ProviderError;
 use super::types::{parse_list_lenient, Annotation, Item, Mention, MetaResult};
 use crate::core::log;
+use crate::core::sync::LockExt;
 
 const FAILURES_BEFORE_PAUSE: u32 = 5;
 const PAUSE: Duration = Duration::from_secs(10);
@@ -245,7 +246,7 @@ impl OpenCtxClient {
 
     /// Failures not yet shown to the user (each provider once per run of failures).
     pub fn take_failures(&self) -> Vec<Failure> {
-        std::mem::take(&mut *self.failures.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.failures.locked())
     }
 
     /// Forgets every provider's `meta` and cached results (`:Amp annotations refresh`).
@@ -255,10 +256,10 @@ impl OpenCtxClient {
     pub fn refresh(&self) {
         for p in &self.providers {
             p.meta_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            *p.meta_failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
+            *p.meta_failed_at.locked() = None;
+            *p.health.locked() = Health::default();
         }
-        self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.annotation_cache.locked().clear();
     }
 
     pub async fn shutdown(&self) {
@@ -270,7 +271,7 @@ impl OpenCtxClient {
 
     async fn call(&self, provider: &Provider, method: &str, params: Value) -> Result<Value, ProviderError> {
         {
-            let health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+            let health = provider.health.locked();
             if health.paused_until.is_some_and(|until| Instant::now() < until) {
                 return Err(ProviderError::Transport("paused after repeated failures".into()));
             }
@@ -400,7 +401,7 @@ impl OpenCtxClient {
     }
 
     fn record(&self, provider: &Provider, method: &str, outcome: Result<(), &ProviderError>) {
-        let mut health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+        let mut health = provider.health.locked();
         match outcome {
             Ok(()) => *health = Health::default(),
             Err(e) => {
@@ -413,7 +414,7 @@ impl OpenCtxClient {
                 }
                 if !health.reported {
                     health.reported = true;
-                    self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(Failure {
+                    self.failures.locked().push(Failure {
                         provider: provider.spec.uri.clone(),
                         message: format!("{method} failed: {e}"),
                     });
@@ -434,12 +435,12 @@ impl OpenCtxClient {
             }
         }
         {
-            let failed = *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner());
+            let failed = *provider.meta_failed_at.locked();
             if failed.is_some_and(|at| at.elapsed() < META_RETRY) {
                 return None;
             }
         }
-        let failed = || *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        let failed = || *provider.meta_failed_at.locked() = Some(Instant::now());
         let Ok(value) = self.call(provider, "meta", json!({})).await else {
             failed();
             return None;
@@ -521,13 +522,13 @@ impl OpenCtxClient {
             return None;
         }
         let key = format!("{}\u{0}{uri}\u{0}{content_key}", p.spec.uri);
-        if let Some(hit) = self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(hit) = self.annotation_cache.locked().get(&key) {
             return Some(hit);
         }
         let mut list: Vec<Annotation> =
             self.call_list(p, "annotations", json!({ "uri": uri, "content": content })).await?;
         sort_annotations(&mut list);
-        self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, list.clone());
+        self.annotation_cache.locked().insert(key, list.clone());
         Some(list)
     }
 
