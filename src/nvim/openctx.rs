@@ -19,7 +19,8 @@ use crate::core::sync::LockExt;
 use crate::core::text::utf16_to_byte_col;
 use crate::nvim::annotations::{self, LineTitles, Mark};
 use crate::nvim::bridge;
-use crate::openctx::client::{ClientOptions, OpenCtxClient, ProviderSpec};
+use crate::openctx::client::{ClientOptions, OpenCtxClient};
+use crate::openctx::spec::ProviderSpec;
 use crate::openctx::types::{Annotation, Mention};
 
 pub struct ServiceOptions {
@@ -63,7 +64,7 @@ impl ServiceOptions {
                     match ProviderSpec::from_entry(uri, entry) {
                         Ok(Some(spec)) => providers.push(spec),
                         Ok(None) => {}
-                        Err(e) => skipped.push(e),
+                        Err(e) => skipped.push(e.to_string()),
                     }
                 }
             }
@@ -290,7 +291,7 @@ pub fn items_for_mention(provider: String, mention: Value, id: i64) -> Result<()
     s.spawn(async move {
         let result = match client.items_for_mention(&provider, &mention).await {
             Ok(items) => json!({ "items": items }),
-            Err(e) => json!({ "items": [], "error": e }),
+            Err(e) => json!({ "items": [], "error": e.to_string() }),
         };
         resolve(id, result);
     });
