@@ -649,6 +649,15 @@ class Editor:
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
+def responsive(ed: Editor, within: float = 1.0) -> float:
+    """Neovim answers an RPC request within ``within`` seconds; returns the time."""
+    t = time.monotonic()
+    assert ed.nvim.eval("1 + 1") == 2
+    took = time.monotonic() - t
+    assert took < within, f"nvim took {took:.3f} s to answer"
+    return took
+
+
 def flood_diagnostics_and_log_moves(ed: Editor) -> None:
     """In the current buffer (3000 lines): 300 diagnostics, so that a
     getDiagnostics is a few ms of main-thread work; the cursor on line 1000;
