@@ -6,7 +6,7 @@ the real lockfile that Neovim writes, and real WebSocket clients talking to the
 real server.  Nothing is mocked.
 
 The pieces (Editor, AmpEnv, Client, lockfile and handshake helpers, ...) live
-in harness.py, which benches/bench.py uses too; this file holds the pytest
+in harness.py, which benches/bench/ uses too; this file holds the pytest
 fixtures and re-exports the harness, so ``from conftest import X`` keeps
 working in the test modules.
 

@@ -1,5 +1,5 @@
 """The harness shared by the integration tests (conftest.py's fixtures) and
-the benchmarks (benches/bench.py): a headless Neovim that loads this
+the benchmarks (benches/bench/): a headless Neovim that loads this
 repository's plugin, its HOME/XDG tree, the lockfile it writes, WebSocket
 clients (the `websockets` client and a hand-written upgrade request), Lua
 literals, file URIs and time bounds. No pytest in here.
