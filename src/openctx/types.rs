@@ -98,7 +98,7 @@ pub struct Mention {
     pub extra: Map<String, Value>,
 }
 
-/// Where a provider's annotations apply; see `selectors.rs` for the matching rules.
+/// Where a provider's annotations apply; see `selectors/` for the matching rules.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AnnotationSelector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
