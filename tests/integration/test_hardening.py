@@ -19,16 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import file_uri, flood_diagnostics_and_log_moves, responsive, tighter_time_bound, wait_for
+from conftest import (file_uri, flood_diagnostics_and_log_moves, responsive, tighter_time_bound_fixture,
+                      wait_for)
 from resilience_helpers import OP_TEXT, RawWs, amp_log, frame, wait_clients
 
-PER_TEST_LIMIT = 60.0
-
-
-@pytest.fixture(autouse=True)
-def _hardening_time_bound(_bounded_test_time):
-    with tighter_time_bound(PER_TEST_LIMIT, "hardening test"):
-        yield
+_hardening_time_bound = tighter_time_bound_fixture(60.0, "hardening test")
 
 
 # --------------------------------------------------------------------------

@@ -10,17 +10,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
+from conftest import responsive, tighter_time_bound_fixture, wait_for
 
-from conftest import responsive, tighter_time_bound, wait_for
-
-PER_TEST_LIMIT = 60.0
-
-
-@pytest.fixture(autouse=True)
-def _hardening_time_bound(_bounded_test_time):
-    with tighter_time_bound(PER_TEST_LIMIT, "hardening test"):
-        yield
+_hardening_time_bound = tighter_time_bound_fixture(60.0, "hardening test")
 
 
 # --------------------------------------------------------------------------
