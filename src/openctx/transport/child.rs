@@ -40,25 +40,27 @@ pub(crate) struct ChildSpec {
 
 type Reply = oneshot::Sender<Result<Value, ProviderError>>;
 
-struct SharedState {
+/// The calls waiting for the child's answers, and whether it is still alive.
+struct Calls {
     /// Set once the child is gone (or going): no new requests are accepted.
     dead: Option<String>,
     pending: HashMap<u64, Reply>,
     kill: Option<oneshot::Sender<()>>,
 }
 
-struct Shared {
+/// What the connection and its tasks (reader, writer, waiter) share.
+struct ChildState {
     label: String,
-    state: Mutex<SharedState>,
+    calls: Mutex<Calls>,
     /// stdout lines that were not JSON messages (tests check it stays 0).
     stray_lines: AtomicU64,
 }
 
-impl Shared {
+impl ChildState {
     /// Marks the child dead and fails every pending call with `error`.
     fn fail_all(&self, error: ProviderError) {
         let pending: Vec<Reply> = {
-            let mut st = self.state.locked();
+            let mut st = self.calls.locked();
             if st.dead.is_none() {
                 st.dead = Some(match &error {
                     ProviderError::Transport(m) => m.clone(),
@@ -74,7 +76,7 @@ impl Shared {
 
     /// Asks the waiter task to kill the child (idempotent).
     fn kill(&self) {
-        if let Some(k) = self.state.locked().kill.take() {
+        if let Some(k) = self.calls.locked().kill.take() {
             let _ = k.send(());
         }
     }
@@ -92,7 +94,7 @@ pub(crate) struct ChildConn {
     pid: Option<u32>,
     jsonrpc: bool,
     writer: mpsc::Sender<Vec<u8>>,
-    shared: Arc<Shared>,
+    shared: Arc<ChildState>,
     exited: watch::Receiver<bool>,
     next_id: AtomicU64,
 }
@@ -135,9 +137,9 @@ impl ChildConn {
         ));
 
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ChildState {
             label: spec.label.clone(),
-            state: Mutex::new(SharedState { dead: None, pending: HashMap::new(), kill: Some(kill_tx) }),
+            calls: Mutex::new(Calls { dead: None, pending: HashMap::new(), kill: Some(kill_tx) }),
             stray_lines: AtomicU64::new(0),
         });
         let (writer, mut write_rx) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
@@ -262,7 +264,7 @@ impl ChildConn {
 
     /// True once the child exited, was killed, or its pipes broke.
     pub(crate) fn is_dead(&self) -> bool {
-        self.shared.state.locked().dead.is_some() || *self.exited.borrow()
+        self.shared.calls.locked().dead.is_some() || *self.exited.borrow()
     }
 
     #[cfg(test)]
@@ -276,7 +278,7 @@ impl ChildConn {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
-            let mut st = self.shared.state.locked();
+            let mut st = self.shared.calls.locked();
             if let Some(reason) = &st.dead {
                 return Err(RequestError::NotSent(ProviderError::Transport(reason.clone()), message));
             }
@@ -314,7 +316,7 @@ impl ChildConn {
     }
 
     fn dead_error(&self) -> ProviderError {
-        let reason = self.shared.state.locked().dead.clone();
+        let reason = self.shared.calls.locked().dead.clone();
         ProviderError::Transport(reason.unwrap_or_else(|| format!("{} exited", self.shared.label)))
     }
 
@@ -350,7 +352,7 @@ struct PendingGuard<'a> {
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        self.conn.shared.state.locked().pending.remove(&self.id);
+        self.conn.shared.calls.locked().pending.remove(&self.id);
         if self.sent && !self.done && self.conn.jsonrpc {
             let note = json!({
                 "jsonrpc": "2.0",
@@ -367,7 +369,7 @@ impl Drop for PendingGuard<'_> {
 
 /// One stdout line from the child: an answer to route, a request to answer, a
 /// notification to ignore.
-fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::WeakSender<Vec<u8>>) {
+fn handle_line(shared: &ChildState, line: &[u8], jsonrpc: bool, reply_to: &mpsc::WeakSender<Vec<u8>>) {
     let trimmed = line.strip_suffix(b"\r").unwrap_or(line);
     if trimmed.iter().all(|b| b.is_ascii_whitespace()) {
         return;
@@ -405,7 +407,7 @@ fn handle_line(shared: &Shared, line: &[u8], jsonrpc: bool, reply_to: &mpsc::Wea
         return;
     };
     let outcome = if jsonrpc { outcome_of(&message) } else { host_outcome_of(&message) };
-    let tx = shared.state.locked().pending.remove(&id);
+    let tx = shared.calls.locked().pending.remove(&id);
     match tx {
         Some(tx) => {
             let _ = tx.send(outcome);
