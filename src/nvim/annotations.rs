@@ -145,7 +145,7 @@ fn draw_lines(buf: i32, top: usize, bottom: usize) -> mlua::Result<()> {
 
 /// The lines to draw as one text for `draw_annotations` in helpers.lua:
 /// per line, "<row> <number of titles>\n" then each title followed by
-/// "\n" (titles have no newline: service.rs replaces them with spaces).
+/// "\n" (titles have no newline: nvim/openctx.rs replaces them with spaces).
 /// One Lua string, not tables: mlua makes every value it creates in a
 /// protected call that leaves garbage, which was half the cost of drawing.
 fn lines_text(lines: &[LineTitles]) -> String {

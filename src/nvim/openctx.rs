@@ -1,8 +1,9 @@
-//! The OpenCtx service: its own small tokio runtime and the current client,
-//! independent of the Amp server (annotations work with no agent connected).
+//! The OpenCtx service: the current client and its tasks (on the plugin's
+//! tokio runtime, all cancelled together when it stops), independent of the
+//! agents' servers (annotations work with no agent connected).
 //!
 //! Lua asks for work by buffer number or request id and gets answers back
-//! on the main thread: annotations are drawn by `editor::annotations`,
+//! on the main thread: annotations are drawn by `nvim::annotations`,
 //! picker data is handed to `require("amp.openctx")._resolve(id, result)`.
 
 use std::collections::BTreeMap;
