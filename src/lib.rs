@@ -15,8 +15,10 @@
 pub mod amp;
 pub mod claude;
 pub mod core;
+pub mod editor_tools;
 pub mod gemini;
 pub mod mcp;
+pub mod mcp_server;
 pub mod nvim;
 pub mod openctx;
 pub mod serve;

@@ -16,7 +16,7 @@ Where things are: __main__.py lists the benchmarks (BENCHMARKS: the one place
 a benchmark is registered, in the order they run and are reported) and runs
 them; each benchmark has a file of its own (keystroke.py is 1, cursor_moves.py
 2, big_requests.py 3 and 4, broadcast.py 5, startup.py 6, annotations.py 7,
-slow_client.py 8, leaks.py 9, job_flood.py 10, review_latency.py 11), with
+slow_client.py 8, leaks.py 9, job_flood.py 10, review_latency.py 11, edits_latency.py 12), with
 what they share beside them: run.py (the shared Neovims of one run),
 editor.py (the Neovim under test), clients.py (raw WebSocket clients), ui.py
 (a UI that drains redraws), texts.py (test files), stats.py (percentiles,
@@ -40,6 +40,10 @@ How things are measured
   through the file (LUA_SCROLL) and the decoration provider's cost (LUA_ON_WIN).
 - 9 (leaks) reads malloc's bytes in use (mallinfo2) and the Lua heap after a
   full Lua GC around long loops of native calls and readFile requests.
+- 12 (keys during big edits) types j every 30 ms into one window while an
+  agent's 20 MiB editFiles of a file shown in another window arrive back to
+  back; latency is CursorMoved's time on the main thread minus the time the
+  key was sent (as 10), RSS is sampled from /proc.
 - Everything here competes with whatever else runs on the machine: CPU-time
   figures rise under load too (shared cores and caches), so the load average
   at the start and at the end is recorded with the results.

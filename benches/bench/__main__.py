@@ -22,8 +22,8 @@ import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Callable  # noqa: E402
 
-from bench import (annotations, big_requests, broadcast, cursor_moves, job_flood, keystroke, leaks,  # noqa: E402
-                   review_latency, slow_client, startup)
+from bench import (annotations, big_requests, broadcast, cursor_moves, edits_latency, job_flood,  # noqa: E402
+                   keystroke, leaks, review_latency, slow_client, startup)
 from bench.clients import Poller  # noqa: E402
 from bench.editor import kill_all  # noqa: E402
 from bench.report import RESULTS_MD, Results, log, machine, render_markdown, render_table  # noqa: E402
@@ -61,6 +61,7 @@ BENCHMARKS = [
     benchmark({8}, "8. slow client", 60, slow_client.measure),
     benchmark({9}, "9. leak check of native calls", 60, leaks.measure),
     benchmark({11}, "11. keystrokes while a 15 MiB proposal arrives and opens", 120, review_latency.measure),
+    benchmark({12}, "12. keystrokes while big edits arrive", 150, edits_latency.measure),
 ]
 
 

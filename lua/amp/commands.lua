@@ -299,6 +299,13 @@ M.register("open", {
   end,
 })
 
+M.register("mcp", {
+  desc = "show the MCP server entry to add to an agent's configuration (JSON, TOML) in a scratch buffer",
+  run = function()
+    require("amp.mcp").show()
+  end,
+})
+
 -- A buffer whose file changed on disk while it had unsaved changes
 -- (lua/amp/files.lua): compare, take the disk's text, or keep yours.
 M.register("diff", {

@@ -19,14 +19,14 @@ local H = {}
 ---@field max_inflight_bytes integer bytes of requests in flight, all clients together
 
 ---@class amp.TerminalConfig
----@field default "amp"|"claude"|"gemini"|"opencode" the agent of `:Amp open` without an argument
+---@field default string the agent of `:Amp open` without an argument (a key of `cmd`)
 ---@field position "right"|"left"|"bottom"|"top"|"float" where the terminal window opens
 ---@field size number the window's width (right/left) or height (bottom/top): a fraction of the editor below 1, else columns/lines; a float's both
----@field cmd table<string, string[]> the command of each agent
+---@field cmd table<string, string[]> the command of each agent (any name: `:Amp open {name}`)
 
 ---@class amp.Config
 ---@field auto_start boolean start the server in `setup()`
----@field agents { amp: boolean, claude: boolean, gemini: boolean } the attach protocols served
+---@field agents { amp: boolean, claude: boolean, gemini: boolean, mcp: boolean } the attach protocols served
 ---@field log_level "trace"|"debug"|"info"|"warn"|"error"
 ---@field log_file? string absolute path; default `stdpath("log") .. "/amp.log"`
 ---@field log_max_bytes integer the log file's cap; past it, it becomes `<file>.1`
@@ -48,8 +48,9 @@ M.defaults = {
   -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
   -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port;
   -- `gemini` (Gemini CLI) writes $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json
-  -- and opens another (:help amp-gemini). Each is off unless asked for.
-  agents = { amp = true, claude = false, gemini = false },
+  -- and opens another (:help amp-gemini); `mcp` serves the editor's tools
+  -- to any agent over MCP (:help amp-mcp). Each is off unless asked for.
+  agents = { amp = true, claude = false, gemini = false, mcp = false },
   -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
   log_level = "info",
   -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
@@ -143,6 +144,12 @@ M.defaults = {
       claude = { "claude", "--permission-mode", "default" },
       gemini = { "gemini" },
       opencode = { "opencode" },
+      -- Agents without an attach protocol of their own: they get the
+      -- editor's tools over MCP (agents.mcp; :help amp-mcp).
+      cursor = { "cursor-agent" },
+      crush = { "crush" },
+      goose = { "goose", "session" },
+      kiro = { "kiro-cli", "chat" },
     },
   },
   install = {
@@ -174,6 +181,28 @@ M.defaults = {
 M.log_levels = { "trace", "debug", "info", "warn", "error" }
 -- The agents `:Amp open` knows, and where their terminal may open.
 M.terminal_agents = { "amp", "claude", "gemini", "opencode" }
+
+--- The agents `:Amp open` can start: the known ones first, then every
+--- other name in `terminal.cmd`, sorted.
+---@param config? amp.Config
+---@return string[]
+function M.agent_names(config)
+  local cmd = (config or M.defaults).terminal.cmd
+  local names, seen = {}, {}
+  for _, name in ipairs(M.terminal_agents) do
+    if cmd[name] ~= nil then
+      names[#names + 1], seen[name] = name, true
+    end
+  end
+  local others = {}
+  for name in pairs(cmd) do
+    if not seen[name] then
+      others[#others + 1] = tostring(name)
+    end
+  end
+  table.sort(others)
+  return vim.list_extend(names, others)
+end
 M.terminal_positions = { "right", "left", "bottom", "top", "float" }
 M.review_layouts = { "tab", "split", "inline" }
 
@@ -261,6 +290,7 @@ function M.validate(config)
     { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
     { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
     { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
+    { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
     { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
     { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
     { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
@@ -342,8 +372,10 @@ function M.validate(config)
     {
       "terminal.default",
       config.terminal.default,
-      H.one_of(M.terminal_agents),
-      "one of " .. table.concat(M.terminal_agents, "|"),
+      function(v)
+        return type(v) == "string" and config.terminal.cmd[v] ~= nil
+      end,
+      "an agent named in terminal.cmd (" .. table.concat(M.agent_names(config), "|") .. ")",
     },
     {
       "terminal.position",
@@ -377,6 +409,12 @@ function M.validate(config)
     { "openctx.node_command", config.openctx.node_command, H.is_nonempty_string, "a command name or path" },
     { "openctx.debounce_ms", config.openctx.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 60000 },
   }
+  for _, agent in ipairs(M.agent_names(config)) do
+    local cmd = config.terminal.cmd[agent]
+    if not (type(agent) == "string" and H.is_command(cmd)) then
+      table.insert(checks, { "terminal.cmd." .. tostring(agent), cmd, H.is_command, "a non-empty list of strings" })
+    end
+  end
   for _, check in ipairs(checks) do
     local name, value, predicate, expected, min, max = unpack(check, 1, 6)
     if not predicate(value) then
@@ -451,7 +489,8 @@ function H.unknown_keys(tbl, defaults, prefix)
   for key, value in pairs(tbl) do
     local name = prefix .. tostring(key)
     local default = defaults[key]
-    if default == nil and not H.optional_keys[name] then
+    -- Any agent may be named in terminal.cmd (checked by M.validate).
+    if default == nil and not H.optional_keys[name] and prefix ~= "terminal.cmd." then
       table.insert(found, name)
     elseif type(default) == "table" and not vim.islist(default) and type(value) == "table" then
       vim.list_extend(found, H.unknown_keys(value, default, name .. "."))

@@ -70,6 +70,15 @@ function H.check_agents(status)
       health.info(("%s: off (agents.%s = false)"):format(id, id))
     end
   end
+  if agents.mcp and agents.mcp.enabled then
+    local entry = require("amp.mcp").server_config()
+    local script = entry.args[3]
+    if vim.fn.executable(entry.command) == 1 and vim.uv.fs_stat(script) then
+      health.ok(("mcp: agents reach it with `%s %s` (:Amp mcp)"):format(entry.command, table.concat(entry.args, " ")))
+    else
+      health.error(("mcp: the stdio entry `%s %s` cannot run"):format(entry.command, script))
+    end
+  end
 end
 
 function H.check_neovim()

@@ -9,6 +9,7 @@
 ---   require("amp").is_running()  -> boolean
 ---   require("amp").get_config()  -> the merged configuration
 ---   require("amp").statusline()  -> "" | "amp" | "amp: 1 agent" (cached, no native call)
+---   require("amp").mcp_server_config() -> { command, args }: the MCP server's stdio entry
 ---
 --- This file is what `setup()` in a config loads while Neovim starts, so it
 --- is kept small: the work is in lua/amp/core.lua, loaded after start-up
@@ -251,6 +252,14 @@ end
 function M.get_config()
   M.finish_setup()
   return core().get_config()
+end
+
+--- The stdio entry point of Neovim's MCP server, for an agent's MCP
+--- configuration: `{ command = "/usr/bin/nvim", args = { "--clean", "-l",
+--- "<plugin>/lua/amp/mcp/stdio.lua" } }` (see `:help amp-mcp`).
+---@return { command: string, args: string[] }
+function M.mcp_server_config()
+  return require("amp.mcp").server_config()
 end
 
 --- A short text for the statusline: "" when the server is not running,

@@ -7,8 +7,15 @@
 local M = {}
 local H = {}
 
---- The agents `:Amp open` knows.
+--- The agents `:Amp open` knows by default (any other named in
+--- `terminal.cmd` can be opened too: M.names()).
 M.agents = require("amp.config").terminal_agents
+
+--- Every agent `:Amp open` can start: those named in `terminal.cmd`.
+---@return string[]
+function M.names()
+  return require("amp.config").agent_names(require("amp").get_config())
+end
 
 ---@class amp.Terminal
 ---@field agent string
@@ -32,8 +39,13 @@ function M.toggle(agent, args)
   local config = require("amp").get_config().terminal
   agent = agent or config.default
   args = args or {}
-  if not vim.list_contains(M.agents, agent) then
-    return H.fail(("amp: use one of %s; there is no agent '%s'"):format(table.concat(M.agents, ", "), agent))
+  if not vim.list_contains(M.names(), agent) then
+    return H.fail(
+      ("amp: use one of %s (or name it in terminal.cmd); there is no agent '%s'"):format(
+        table.concat(M.names(), ", "),
+        agent
+      )
+    )
   end
   local term = H.terms[agent]
   if term and H.alive(term) then
@@ -85,7 +97,7 @@ function M.available()
   return vim.tbl_filter(function(agent)
     local cmd = cmds[agent]
     return type(cmd) == "table" and type(cmd[1]) == "string" and vim.fn.executable(cmd[1]) == 1
-  end, M.agents)
+  end, M.names())
 end
 
 --- The running terminal text goes to: the one last opened, shown or
@@ -178,7 +190,8 @@ end
 -- Helpers -------------------------------------------------------------------
 
 function H.start(agent, config, old, args)
-  local cmd = vim.list_extend(vim.deepcopy(config.cmd[agent]), args or {})
+  local mcp_args, mcp_env = H.mcp_for_run(agent)
+  local cmd = vim.list_extend(vim.list_extend(vim.deepcopy(config.cmd[agent]), mcp_args or {}), args or {})
   if vim.fn.executable(cmd[1]) ~= 1 then
     return H.fail(("amp: set terminal.cmd.%s or install %s: `%s` is not on PATH"):format(agent, cmd[1], cmd[1]))
   end
@@ -203,7 +216,7 @@ function H.start(agent, config, old, args)
       term.exited = true
     end,
   }
-  local env = M.env(agent)
+  local env = vim.tbl_extend("force", M.env(agent), mcp_env or {})
   if next(env) then -- (an empty table is refused: E475)
     opts.env = env
   end
@@ -299,13 +312,41 @@ function H.touch(agent)
   table.insert(H.order, agent)
 end
 
+-- The protocol each agent attaches with; any other gets the editor's
+-- tools over MCP (agents.mcp).
+H.protocols = { amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" }
+
+-- Whether this Neovim serves the front-end `id`.
+function H.serves(id)
+  local status = require("amp").status()
+  local front = status.running and type(status.agents) == "table" and status.agents[id] or nil
+  return type(front) == "table" and front.enabled ~= false and front.port ~= nil
+end
+
+-- The MCP server for this run of `agent`, where its CLI takes one on its
+-- command line (lua/amp/mcp): when this Neovim serves MCP and not the
+-- agent's own protocol.
+function H.mcp_for_run(agent)
+  local own = H.protocols[agent]
+  if not H.serves("mcp") or (own and H.serves(own)) then
+    return nil, nil
+  end
+  return require("amp.mcp").run_args(agent)
+end
+
 -- An agent whose protocol this Neovim does not serve starts unattached: said
 -- in one line.
 function H.warn_unattached(agent)
   local amp = require("amp")
   local status = amp.status()
   local agents = status.running and status.agents or {}
-  local served = ({ amp = "amp", claude = "claude", opencode = "claude", gemini = "gemini" })[agent]
+  local served = H.protocols[agent] or "mcp"
+  if served == "mcp" or (not H.serves(served) and H.serves("mcp")) then
+    if H.serves("mcp") then
+      return false
+    end
+    served = "mcp"
+  end
   local front = agents[served]
   if type(front) == "table" and front.enabled ~= false and front.port then
     return false

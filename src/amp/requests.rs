@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 use super::calls::{parse_call, Call, EditSpec};
 use super::protocol::{decode_request, encode_error, encode_response, RpcError, INTERNAL_ERROR};
 use super::server::{note_dialect, Client};
+use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
-use crate::core::file_ops::{io_message, special_kind};
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 use crate::serve::budget::Held;
 use crate::serve::hub::Hub;
@@ -101,13 +101,22 @@ async fn edit_file(hub: &Hub, client: &Client, held: &mut Held, path: &str, edit
     if hub.options.review_edit_file {
         return super::reviewed_edit::edit_file(hub, client.owner, held, &abs, edit).await;
     }
-    let new_text = |snapshot: &crate::core::buffer::BufferText| match &edit {
-        EditSpec::Full(text) => Ok(text.clone()),
-        // Offsets into the text readFile answers.
-        EditSpec::Range { start, end, new_text } => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
-            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
+    // The agent's text is shared, never copied, by the edit's attempts and
+    // the lines it puts into the buffer.
+    let (full, range) = match edit {
+        EditSpec::Full(text) => (Some(Arc::new(text)), None),
+        EditSpec::Range { start, end, new_text } => (None, Some((start, end, new_text))),
     };
-    Ok(match hub.files().edit(&abs, new_text).await.map_err(editor_error)? {
+    let new_len = full.as_ref().map_or(0, |t| t.len()) + range.as_ref().map_or(0, |r| r.2.len());
+    let new_text = |snapshot: &crate::core::buffer::BufferText| match (&full, &range) {
+        (Some(text), _) => Ok(text.clone()),
+        // Offsets into the text readFile answers.
+        (None, Some((start, end, new_text))) => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
+            .map(Arc::new)
+            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
+        (None, None) => Err("no edit".to_owned()),
+    };
+    Ok(match hub.files().edit(&abs, new_len as u64, new_text).await.map_err(editor_error)? {
         Ok(edited) if !edited.written => {
             json!({ "success": true, "message": format!("{} already has this text", abs.display()), "appliedChanges": false })
         }
@@ -178,22 +187,16 @@ async fn open_uri(hub: &Hub, uri: &str) -> Result<Value, RpcError> {
                 Ok(p) => p,
                 Err(e) => return Ok(failure(format!("cannot open {uri}: {e}"))),
             };
-            // Checked here, off the main thread: opening a FIFO there would
-            // block Neovim until a writer comes (forever), and a device or a
-            // socket is nothing to edit. The target of a symlink decides.
-            match tokio::fs::metadata(&path).await {
-                Ok(meta) => {
-                    if let Some(kind) = special_kind(&meta.file_type()) {
-                        return Ok(failure(format!(
-                            "cannot open {}: it is {kind}; only regular files and directories are opened",
-                            path.display()
-                        )));
-                    }
-                }
-                Err(e) => return Ok(failure(io_message(&path, &e))),
-            }
+            // Checked here, off the main thread (`checked_file`): opening a
+            // FIFO there would block Neovim until a writer comes, a device
+            // or a procfs file can be endless. The target of a symlink decides.
+            let wanted = Wanted { directory_ok: true, read_through: true };
+            let checked = match checked_file::check(&path, hub.options.max_file_bytes, wanted).await {
+                Ok(checked) => checked,
+                Err(why) => return Ok(failure(why.message(&path, Use::Open))),
+            };
             let selection = split_fragment(uri).1.and_then(parse_line_fragment);
-            hub.editor.open_file(path, selection).await
+            hub.editor.open_file(checked, selection).await
         }
         Some("http" | "https") => hub.editor.open_url(uri.to_owned()).await,
         Some(other) => {
@@ -296,12 +299,33 @@ mod tests {
             (buffer.lines, buffer.format.line_end, buffer.modified),
             (vec!["one".into(), "TWO".into(), "three".into()], LineEnd::Dos, false)
         );
-        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::Apply, Call::Replace]);
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplySlice, Call::Replace]);
         // The same text again: nothing is written, the file keeps its bytes and mtime.
         let before = std::fs::metadata(&file).unwrap().modified().unwrap();
         let again = call(&shared, "editFile", json!({ "path": file, "fullContent": "one\r\nTWO\r\nthree\r\n" })).await;
         assert_eq!(again["appliedChanges"], false, "{again}");
         assert_eq!(std::fs::metadata(&file).unwrap().modified().unwrap(), before);
+    }
+
+    #[tokio::test]
+    async fn text_put_into_an_empty_file_ends_with_the_newline_neovim_writes() {
+        // Neovim reads an empty file with 'endofline' set, and its own :w of
+        // the same change writes "x\n": there was no final newline to take away.
+        let dir = TempDir::new("edit-empty");
+        let file = dir.0.join("empty.txt");
+        for records in [true, false] {
+            std::fs::write(&file, b"").unwrap();
+            let shared = server(Arc::new(FakeEditor::new(records)), &dir.0);
+            let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "x" })).await;
+            assert_eq!(got["success"], true, "{got}");
+            assert_eq!(std::fs::read(&file).unwrap(), b"x\n", "records: {records}");
+        }
+        // Taking a newline away is still the agent's to do.
+        let shared = server(Arc::new(FakeEditor::new(true)), &dir.0);
+        std::fs::write(&file, b"x\n").unwrap();
+        let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "y" })).await;
+        assert_eq!(got["success"], true, "{got}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"y");
     }
 
     #[tokio::test]
@@ -314,7 +338,7 @@ mod tests {
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
         assert_eq!(got["success"], true, "{got}");
         assert_eq!(std::fs::read(&file).unwrap(), b"b\n");
-        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplyAndWrite]);
+        assert_eq!(editor.calls(), vec![Call::TextForEdit, Call::ApplySlice, Call::WriteApplied]);
     }
 
     #[tokio::test]
@@ -327,7 +351,7 @@ mod tests {
         editor.type_meanwhile(2);
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "b\n" })).await;
         assert_eq!(got["success"], true, "{got}");
-        assert_eq!(editor.calls().iter().filter(|c| **c == Call::Apply).count(), 3);
+        assert_eq!(editor.calls().iter().filter(|c| **c == Call::ApplySlice).count(), 3);
         editor.type_meanwhile(3);
         let got = call(&shared, "editFile", json!({ "path": file, "fullContent": "c\n" })).await;
         assert_eq!(got["success"], false);
@@ -355,7 +379,7 @@ mod tests {
             assert!(got["message"].as_str().unwrap().contains("FIFO"), "{method}: {got}");
         }
         assert_eq!(std::fs::read(&file).unwrap(), b"a\n");
-        assert!(!editor.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite)));
+        assert!(!editor.calls().iter().any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied)));
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 //! `editFile` with `review.edit_file`: the change is shown to the user as a
-//! proposal (`core::review`) and the request is answered only when they
-//! decide, or when `review_timeout_ms` passes. What they accept (their own
-//! edits to the proposal included) is written as any `editFile` is; the
-//! answer carries that final text.
+//! proposal and the request is answered only when they decide, or when
+//! `review_timeout_ms` passes (`core::reviewed_write`, which the MCP
+//! server's `propose_edit` shares). What they accept (their own edits to
+//! the proposal included) is written as any `editFile` is; the answer
+//! carries that final text.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,70 +14,31 @@ use serde_json::{json, Value};
 use super::calls::EditSpec;
 use super::protocol::RpcError;
 use crate::core::edit::apply_range;
-use crate::core::editor::{Editor, EditorError};
-use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
+use crate::core::review::{Owner, Proposal};
+use crate::core::reviewed_write::{review_and_write, Outcome};
 use crate::serve::budget::Held;
 use crate::serve::hub::Hub;
 
-/// The review's outcome for the request, before the write.
-#[derive(Debug, PartialEq)]
-pub enum Reviewed {
-    /// Write this text (what the user accepted).
-    Write { original: String, text: String },
-    /// Answer the agent with this failure message; nothing was changed.
-    Refused(String),
-}
-
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-/// Shows the edit of `abs` (whose text is `original`, as readFile answers
-/// it) and waits for the user's decision.
-pub async fn review(
-    editor: &dyn Editor,
-    owner: Owner,
-    abs: &Path,
-    original: String,
-    edit: &EditSpec,
-    timeout: Duration,
-) -> Result<Reviewed, EditorError> {
-    let proposed = match edit {
-        EditSpec::Full(text) => text.clone(),
-        EditSpec::Range { start, end, new_text } => match apply_range(&original, *start, *end, new_text) {
-            Ok(text) => text,
-            Err(why) => return Ok(Reviewed::Refused(format!("cannot apply the edit to {}: {why}", abs.display()))),
-        },
-    };
-    if proposed == original {
-        return Ok(Reviewed::Write { original, text: proposed });
+/// The text `edit` makes of `original` (an error for a range that does not fit).
+pub fn proposed_text(abs: &Path, original: &str, edit: &EditSpec) -> Result<String, String> {
+    match edit {
+        EditSpec::Full(text) => Ok(text.clone()),
+        EditSpec::Range { start, end, new_text } => apply_range(original, *start, *end, new_text)
+            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
     }
-    // Names the review's tab and buffers: unique, and says which file.
-    let base = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let name = format!("{base} (edit {})", NEXT.fetch_add(1, Ordering::Relaxed));
-    let proposal =
-        Proposal { name: name.clone(), path: abs.to_path_buf(), original: Some(original.clone()), proposed, owner };
-    let decided = tokio::time::timeout(timeout, editor.propose(proposal)).await;
-    Ok(match decided {
-        Err(_) => {
-            // The user is told in one line; the agent by the answer.
-            let _ = editor.close_review(owner, name, ReviewEnd::TimedOut).await;
-            Reviewed::Refused(format!(
-                "the user did not review the edit to {} within {} s: nothing was changed",
-                abs.display(),
-                timeout.as_secs()
-            ))
-        }
-        Ok(Err(e)) => Reviewed::Refused(e.refusal()?),
-        Ok(Ok(Decision::Rejected)) => {
-            Reviewed::Refused(format!("the user rejected the edit to {}: nothing was changed", abs.display()))
-        }
-        Ok(Ok(Decision::Accepted(text))) => Reviewed::Write { original, text },
-    })
 }
 
-/// `editFile` under review: decide, then write what was accepted, if the
-/// file's text is still the one the review started from.
-/// `held` (the request's place and bytes in flight) is given back while
-/// the user reviews: the connection keeps reading meanwhile.
+/// The review's name: unique, and says which file.
+fn review_name(abs: &Path) -> String {
+    let base = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    format!("{base} (edit {})", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// `editFile` under review. `held` (the request's place and bytes in
+/// flight) is given back while the user reviews: the connection keeps
+/// reading meanwhile.
 pub async fn edit_file(
     hub: &Hub,
     owner: Owner,
@@ -85,75 +47,79 @@ pub async fn edit_file(
     edit: EditSpec,
 ) -> Result<Value, RpcError> {
     let editor_error = super::requests::editor_error;
+    let failure = super::requests::failure;
     let files = hub.files();
     let original = match files.read(abs).await.map_err(editor_error)? {
         Ok(text) => text,
-        Err(why) => return Ok(super::requests::failure(why)),
+        Err(why) => return Ok(failure(why)),
     };
+    let proposed = match proposed_text(abs, &original, &edit) {
+        Ok(text) => text,
+        Err(why) => return Ok(failure(why)),
+    };
+    drop(edit);
     held.release();
     let timeout = Duration::from_millis(hub.options.review_timeout_ms);
-    let (original, text) =
-        match review(hub.editor.as_ref(), owner, abs, original, &edit, timeout).await.map_err(editor_error)? {
-            Reviewed::Refused(why) => return Ok(super::requests::failure(why)),
-            Reviewed::Write { original, text } => (original, text),
-        };
-    let final_text = text.clone();
-    let new_text = |snapshot: &crate::core::buffer::BufferText| {
-        // The buffer of a file with unsaved changes takes the accepted text
-        // at the decision (lua/amp/review/proposal.lua): that is no change.
-        let now = snapshot.clone().file_text();
-        if now != original && now != final_text {
-            return Err(format!("{} changed during the review: nothing was written; read it again", abs.display()));
+    let outcome = if proposed == original {
+        // Nothing to review: the write finds the text there already.
+        let unchanged = |_: &crate::core::buffer::BufferText| Ok(std::sync::Arc::new(proposed.clone()));
+        match files.edit(abs, proposed.len() as u64, unchanged).await.map_err(editor_error)? {
+            Ok(edited) => Outcome::Written { text: proposed, edited },
+            Err(why) => Outcome::Refused(why),
         }
-        Ok(final_text.clone())
+    } else {
+        let proposal =
+            Proposal { name: review_name(abs), path: abs.to_path_buf(), original: Some(original), proposed, owner };
+        review_and_write(&files, proposal, timeout).await.map_err(editor_error)?
     };
-    Ok(match files.edit(abs, new_text).await.map_err(editor_error)? {
-        Ok(edited) => json!({
+    Ok(answer(abs, outcome, timeout))
+}
+
+/// The agent's answer to a reviewed `editFile`.
+fn answer(abs: &Path, outcome: Outcome, timeout: Duration) -> Value {
+    let failure = super::requests::failure;
+    match outcome {
+        Outcome::Written { text, edited } => json!({
             "success": true,
             "message": format!("Edited {} (reviewed by the user; content is the text written)", abs.display()),
             "appliedChanges": edited.changed,
             "content": text,
         }),
-        Err(why) => super::requests::failure(why),
-    })
+        Outcome::Rejected => failure(format!("the user rejected the edit to {}: nothing was changed", abs.display())),
+        Outcome::TimedOut => failure(format!(
+            "the user did not review the edit to {} within {} s: nothing was changed",
+            abs.display(),
+            timeout.as_secs()
+        )),
+        Outcome::Refused(why) => failure(why),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::fake_editor::{Call, FakeEditor};
+    use crate::core::file_ops::Edited;
 
-    const WAIT: Duration = Duration::from_secs(5);
-
-    fn full(text: &str) -> EditSpec {
-        EditSpec::Full(text.into())
-    }
-
-    #[tokio::test]
-    async fn the_user_decides_what_is_written() {
-        let editor = FakeEditor::new(false);
+    #[test]
+    fn a_range_edit_applies_to_the_read_text_and_a_bad_one_is_refused() {
         let path = Path::new("/w/a.txt");
-        editor.decide(vec![Decision::Accepted("mine\n".into()), Decision::Rejected]);
-        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
-        assert_eq!(got, Reviewed::Write { original: "old\n".into(), text: "mine\n".into() });
-        let got = review(&editor, Owner::new("Amp"), path, "old\n".into(), &full("theirs\n"), WAIT).await.unwrap();
-        assert!(matches!(got, Reviewed::Refused(ref why) if why.contains("rejected")), "{got:?}");
-        let proposals: Vec<_> = editor.calls().into_iter().filter(|c| matches!(c, Call::Propose(..))).collect();
-        assert_eq!(proposals.len(), 2);
-        assert!(matches!(&proposals[0], Call::Propose(_, text) if text == "theirs\n"));
-    }
-
-    #[tokio::test]
-    async fn no_change_needs_no_review_and_a_bad_range_none_either() {
-        let editor = FakeEditor::new(false);
-        let path = Path::new("/w/a.txt");
-        let got = review(&editor, Owner::new("Amp"), path, "same\n".into(), &full("same\n"), WAIT).await.unwrap();
-        assert_eq!(got, Reviewed::Write { original: "same\n".into(), text: "same\n".into() });
+        assert_eq!(proposed_text(path, "old\n", &EditSpec::Full("new\n".into())).unwrap(), "new\n");
+        let range = EditSpec::Range { start: 0, end: 3, new_text: "NEW".into() };
+        assert_eq!(proposed_text(path, "old\n", &range).unwrap(), "NEW\n");
         let bad = EditSpec::Range { start: 10, end: 20, new_text: "x".into() };
-        assert!(matches!(
-            review(&editor, Owner::new("Amp"), path, "short\n".into(), &bad, WAIT).await.unwrap(),
-            Reviewed::Refused(_)
-        ));
-        assert!(editor.calls().iter().all(|c| !matches!(c, Call::Propose(..))));
+        assert!(proposed_text(path, "short\n", &bad).unwrap_err().contains("cannot apply the edit to /w/a.txt"));
+    }
+
+    #[test]
+    fn each_outcome_is_told_to_the_agent() {
+        let path = Path::new("/w/a.txt");
+        let wait = Duration::from_secs(300);
+        let written = Outcome::Written { text: "mine\n".into(), edited: Edited { changed: true, written: true } };
+        let ok = answer(path, written, wait);
+        assert_eq!((ok["success"].as_bool(), ok["content"].as_str()), (Some(true), Some("mine\n")));
+        assert!(answer(path, Outcome::Rejected, wait)["message"].as_str().unwrap().contains("rejected"));
+        let late = answer(path, Outcome::TimedOut, wait);
+        assert!(late["message"].as_str().unwrap().contains("within 300 s"), "{late}");
+        assert_eq!(answer(path, Outcome::Refused("why".into()), wait)["message"], "why");
     }
 }

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 
 use super::context::{selection_frame, visible_files_frame};
 use super::lockfile::{self, Lockfile};
@@ -17,12 +16,13 @@ use super::protocol::{encode_notification, Dialect};
 use crate::core::log;
 use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::core::review::Owner;
+use crate::core::sync::LockExt;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{self, DiscoveryError, DiscoveryFile};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::registry::Agent;
 use crate::serve::tasks::AbortOnDrop;
 use crate::serve::websocket::{self, CloseCode, Outbox, Outgoing, Protocol};
@@ -52,7 +52,7 @@ pub struct Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.owner.session);
+        self.server.clients.locked().remove(&self.owner.session);
     }
 }
 
@@ -103,7 +103,7 @@ impl AmpServer {
     /// Returns how many clients got it.
     pub fn broadcast(&self, name: &str, payload: &Value) -> usize {
         let mut encoded: [Option<String>; 2] = [None, None];
-        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let clients = self.clients.locked();
         let mut reached = 0;
         for (outbox, dialect) in clients.values() {
             let wrapped = dialect.load(Ordering::Relaxed) == DIALECT_WRAPPED;
@@ -152,7 +152,7 @@ impl Protocol for AmpServer {
         let dialect = Arc::new(AtomicU8::new(DIALECT_UNKNOWN));
         // What a newly connected client needs first.
         outbox.push(encode_notification("pluginMetadata", Dialect::Flat, &self.plugin_metadata()));
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, (outbox.clone(), dialect.clone()));
+        self.clients.locked().insert(owner.session, (outbox.clone(), dialect.clone()));
         let pusher = self.hub.spawn(push_context(self.hub.clone(), outbox.clone(), dialect.clone()));
         Client { server: self.clone(), owner, dialect, _pusher: AbortOnDrop(pusher) }
     }
@@ -161,13 +161,6 @@ impl Protocol for AmpServer {
         let reply = super::requests::answer(&text, &self.hub, client, held).await;
         Some(reply.into())
     }
-}
-
-/// Accepts Amp clients until the session stops.
-pub async fn accept(listener: TcpListener, server: Arc<AmpServer>) {
-    let hub = server.hub.clone();
-    let serve = move |stream, slot: HandshakeSlot| websocket::serve(server.clone(), stream, slot);
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await
 }
 
 /// Sends the newest visible files and selection to one client: at once on
@@ -246,23 +239,17 @@ pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     }
     let o = &hub.options;
     let choice = PortChoice { port: o.port, range: o.port_range, preferred: o.preferred_port };
-    let cannot = |e: std::io::Error| format!("cannot listen on 127.0.0.1: {e}");
-    let listener = bind_loopback(choice).map_err(cannot)?;
-    let port = listener.local_addr().map_err(cannot)?.port();
-    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let (listener, port) = listen_loopback(AGENT.id, choice)?;
     let server = Arc::new(AmpServer::new(hub.clone(), crate::serve::token::generate_token(), port, lock_dir));
-    hub.spawn(accept(listener, server.clone()));
-    let announce = server.clone().workspace_changed_sweeping(true);
+    websocket::spawn_accepting(server.clone(), listener);
+    let announce = server.clone().write_and_announce(true);
     Ok(Started { front_end: server, announce })
 }
 
 impl AmpServer {
-    fn workspace_changed_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
-        Box::pin(async move {
-            let path = self.write_lockfile(sweep).await?;
-            log::info(format!("listening on 127.0.0.1:{}, lockfile {}", self.port, path.display()));
-            Ok(path)
-        })
+    fn write_and_announce(self: Arc<Self>, sweep: bool) -> Announce {
+        let at = format!("127.0.0.1:{}", self.port);
+        announce(AGENT, at, async move { self.write_lockfile(sweep).await })
     }
 }
 
@@ -272,13 +259,9 @@ impl FrontEnd for AmpServer {
     }
 
     fn status(&self) -> Value {
-        json!({
-            "enabled": true,
-            "port": self.port,
-            "lockfile": self.lockfile.path.to_string_lossy(),
-            "discovery_file": self.lockfile.path.to_string_lossy(),
-            "clients": self.client_count(),
-        })
+        let mut status = base_status(Some(self.port), &self.lockfile.path, self.client_count());
+        status["lockfile"] = status["discovery_file"].clone();
+        status
     }
 
     /// None: the Amp CLI finds the editor by its lockfile's workspace alone.
@@ -287,7 +270,7 @@ impl FrontEnd for AmpServer {
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
-        self.workspace_changed_sweeping(false)
+        self.write_and_announce(false)
     }
 
     fn stopped(&self) {

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use tokio::net::TcpListener;
+use serde_json::Value;
 
 use super::protocol::{self, Lockfile, AUTH_HEADER, LOCK_EXTENSION, SUBPROTOCOL};
 use super::tools;
@@ -19,9 +18,9 @@ use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::registry::Agent;
 use crate::serve::tasks::AbortOnDrop;
 use crate::serve::websocket::{self, CloseCode, Outbox, Outgoing, Protocol};
@@ -168,6 +167,7 @@ impl Protocol for ClaudeServer {
             current_selection: hub.state.selection().map(|s| s.raw.clone()),
             latest_selection: hub.state.latest_range().map(|s| s.raw.clone()),
             owner: client.owner,
+            max_file_bytes: hub.options.max_file_bytes,
         };
         crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
         let reply = match tools::answer(&method, &params, &cx).await {
@@ -179,13 +179,6 @@ impl Protocol for ClaudeServer {
         };
         Some(reply.into())
     }
-}
-
-/// Accepts Claude Code clients until the session stops.
-pub async fn accept(listener: TcpListener, server: Arc<ClaudeServer>) {
-    let hub = server.hub.clone();
-    let serve = move |stream, slot: HandshakeSlot| websocket::serve(server.clone(), stream, slot);
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await
 }
 
 /// Sends `selection_changed` from the one published selection: at once,
@@ -236,23 +229,17 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox) {
 pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     let lock_dir = protocol::lock_dir_from_env()
         .ok_or("claude: cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
-    let cannot = |e: std::io::Error| format!("claude: cannot listen on 127.0.0.1: {e}");
-    let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
-    let port = listener.local_addr().map_err(cannot)?.port();
-    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(ClaudeServer::new(hub.clone(), crate::serve::token::generate_token(), port, lock_dir));
-    hub.spawn(accept(listener, server.clone()));
-    let announce = server.clone().write_sweeping(true);
+    websocket::spawn_accepting(server.clone(), listener);
+    let announce = server.clone().write_and_announce(true);
     Ok(Started { front_end: server, announce })
 }
 
 impl ClaudeServer {
-    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
-        Box::pin(async move {
-            let path = self.write_lockfile(sweep).await?;
-            log::info(format!("claude: listening on 127.0.0.1:{}, lockfile {}", self.port, path.display()));
-            Ok(path)
-        })
+    fn write_and_announce(self: Arc<Self>, sweep: bool) -> Announce {
+        let at = format!("127.0.0.1:{}", self.port);
+        announce(AGENT, at, async move { self.write_lockfile(sweep).await })
     }
 }
 
@@ -262,13 +249,9 @@ impl FrontEnd for ClaudeServer {
     }
 
     fn status(&self) -> Value {
-        json!({
-            "enabled": true,
-            "port": self.port,
-            "lockfile": self.lockfile.path.to_string_lossy(),
-            "discovery_file": self.lockfile.path.to_string_lossy(),
-            "clients": self.hub.clients(AGENT.id),
-        })
+        let mut status = base_status(Some(self.port), &self.lockfile.path, self.hub.clients(AGENT.id));
+        status["lockfile"] = status["discovery_file"].clone();
+        status
     }
 
     /// Claude Code and OpenCode attach to the editor whose port this is.
@@ -281,7 +264,7 @@ impl FrontEnd for ClaudeServer {
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
-        self.write_sweeping(false)
+        self.write_and_announce(false)
     }
 
     fn stopped(&self) {

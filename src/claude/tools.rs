@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use super::protocol::{self, severity_name};
+use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::editor::{Editor, EditorError, TextToSelect};
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::selection::RawSelection;
@@ -22,6 +23,8 @@ pub struct Context<'a> {
     pub workspace_folders: Vec<String>,
     pub current_selection: Option<RawSelection>,
     pub latest_selection: Option<RawSelection>,
+    /// `edits.max_file_bytes`: the largest file `openFile` opens.
+    pub max_file_bytes: u64,
 }
 
 /// Answers one request: `Ok(result)` or `Err((code, message))`.
@@ -140,14 +143,14 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 }),
                 _ => None,
             };
-            // A FIFO or a device would block or flood the editor: only
-            // regular files and directories are opened (as Amp's openURI).
-            let meta =
-                tokio::fs::metadata(&path).await.map_err(|e| editor_error(format!("cannot open {shown}: {e}")))?;
-            if !meta.is_file() && !meta.is_dir() {
-                return Err(editor_error(format!("cannot open {shown}: not a regular file")));
-            }
-            answered(cx.editor.open_file(path, None).await)?;
+            // Checked off the main thread as Amp's openURI is
+            // (`checked_file`): a FIFO, a device or a procfs file would block
+            // or flood the editor.
+            let wanted = Wanted { directory_ok: true, read_through: true };
+            let checked = checked_file::check(&path, cx.max_file_bytes, wanted)
+                .await
+                .map_err(|why| editor_error(why.message(&path, Use::Open)))?;
+            answered(cx.editor.open_file(checked, None).await)?;
             if let Some(select) = select {
                 // Not found: the file is shown, nothing is selected.
                 let _found = answered(cx.editor.select_text(select).await)?;
@@ -257,7 +260,14 @@ mod tests {
     }
 
     fn cx_of(editor: &FakeEditor, owner: Owner) -> Context<'_> {
-        Context { editor, owner, workspace_folders: vec!["/w".into()], current_selection: None, latest_selection: None }
+        Context {
+            editor,
+            owner,
+            workspace_folders: vec!["/w".into()],
+            current_selection: None,
+            latest_selection: None,
+            max_file_bytes: checked_file::DEFAULT_MAX_FILE_BYTES,
+        }
     }
 
     async fn tool(cx: &Context<'_>, name: &str, args: Value) -> Value {

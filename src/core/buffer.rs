@@ -71,7 +71,7 @@ impl BufferText {
             return Ok(if new.is_empty() {
                 Vec::new()
             } else {
-                vec![Hunk { start: 0, old_end: 1, lines: new.iter().map(|l| (*l).to_owned()).collect() }]
+                vec![Hunk { start: 0, old_end: 1, new: 0..new.len() }]
             });
         }
         Ok(super::edit::line_hunks(&self.lines()?, new))

@@ -26,12 +26,14 @@ pub fn apply_range(old: &str, start: u64, end: u64, new_text: &str) -> Result<St
     Ok(out)
 }
 
-/// A hunk to apply: lines `start..old_end` of the old text become `lines`.
+/// A hunk to apply: lines `start..old_end` of the old text become the new
+/// text's lines `new` (indices into the lines the hunks were made from:
+/// no copy of them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hunk {
     pub start: usize,
     pub old_end: usize,
-    pub lines: Vec<String>,
+    pub new: std::ops::Range<usize>,
 }
 
 /// How long a line diff may search before settling for a coarser answer
@@ -53,14 +55,13 @@ pub fn line_hunks<A: AsRef<str>, B: AsRef<str>>(old: &[A], new: &[B]) -> Vec<Hun
         if tag == similar::DiffTag::Equal {
             continue;
         }
-        let lines = new_lines[new_range].iter().map(|l| (*l).to_owned());
         match hunks.last_mut() {
             // Adjacent operations (a delete next to an insert) form one hunk.
-            Some(last) if last.old_end == old_range.start => {
+            Some(last) if last.old_end == old_range.start && last.new.end == new_range.start => {
                 last.old_end = old_range.end;
-                last.lines.extend(lines);
+                last.new.end = new_range.end;
             }
-            _ => hunks.push(Hunk { start: old_range.start, old_end: old_range.end, lines: lines.collect() }),
+            _ => hunks.push(Hunk { start: old_range.start, old_end: old_range.end, new: new_range }),
         }
     }
     hunks
@@ -70,10 +71,10 @@ pub fn line_hunks<A: AsRef<str>, B: AsRef<str>>(old: &[A], new: &[B]) -> Vec<Hun
 mod tests {
     use super::*;
 
-    fn apply_hunks(old: &[&str], hunks: &[Hunk]) -> Vec<String> {
+    fn apply_hunks(old: &[&str], new: &[&str], hunks: &[Hunk]) -> Vec<String> {
         let mut out: Vec<String> = old.iter().map(|s| s.to_string()).collect();
         for h in hunks.iter().rev() {
-            out.splice(h.start..h.old_end, h.lines.iter().cloned());
+            out.splice(h.start..h.old_end, new[h.new.clone()].iter().map(|s| s.to_string()));
         }
         out
     }
@@ -83,13 +84,13 @@ mod tests {
         let old = ["a", "b", "c", "d", "e", "f"];
         let new = ["a", "B", "c", "d", "e2", "e3", "f", "g"];
         let hunks = line_hunks(&old, &new);
-        assert_eq!(apply_hunks(&old, &hunks), new);
+        assert_eq!(apply_hunks(&old, &new, &hunks), new);
         assert_eq!(hunks.len(), 3, "{hunks:?}");
-        assert_eq!(hunks[0], Hunk { start: 1, old_end: 2, lines: vec!["B".into()] });
+        assert_eq!(hunks[0], Hunk { start: 1, old_end: 2, new: 1..2 });
         assert!(line_hunks(&old, &old).is_empty());
         let empty: [&str; 0] = [];
-        assert_eq!(apply_hunks(&old, &line_hunks(&old, &empty)), Vec::<String>::new());
-        assert_eq!(apply_hunks(&empty, &line_hunks(&empty, &new)), new);
+        assert_eq!(apply_hunks(&old, &empty, &line_hunks(&old, &empty)), Vec::<String>::new());
+        assert_eq!(apply_hunks(&empty, &new, &line_hunks(&empty, &new)), new);
     }
 
     #[test]

@@ -12,14 +12,16 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 
-use super::buffer::{ApplyError, BufferText, FileStamp, FinalEol, WritePlan};
-use super::edit::Hunk;
-use super::filetext::DiskText;
+use super::buffer::{ApplyError, BufferText, FileStamp, WritePlan};
+use super::checked_file::CheckedPath;
+use super::edit_plan::EditPlan;
+use super::filetext::FileFormat;
 use super::sync::RwLockExt;
 use super::uri::LineSelection;
 
@@ -84,14 +86,12 @@ impl RawDiagnostic {
     }
 }
 
-/// An agent's change to one buffer: `hunks` (ascending, non-overlapping,
-/// one undo step) if the buffer is still at `tick`.
-#[derive(Debug, Clone)]
-pub struct BufferEdit {
-    pub bufnr: i32,
+/// How far one slice of an edit got: the buffer's changedtick after it,
+/// and the first op of the plan not applied yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sliced {
     pub tick: u32,
-    pub hunks: Vec<Hunk>,
-    pub final_eol: FinalEol,
+    pub next: usize,
 }
 
 /// How a buffer is written after an agent's edit.
@@ -124,11 +124,24 @@ pub trait Editor: Send + Sync + 'static {
     fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>>;
 
     /// The text of the buffer for one of `paths`, the file loaded into a
-    /// (hidden) buffer first if none has it, so an edit can be undone there.
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText>;
+    /// (hidden) buffer first if none has it, so an edit can be undone there:
+    /// `file` (`paths[0]`, checked off the main thread) is loaded only if
+    /// it is still the file that was checked.
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText>;
 
-    /// Applies `edit` as one undo step; the new changedtick.
-    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>>;
+    /// Applies `plan`'s ops from `from` on, if the buffer is still at
+    /// `tick`, for one slice of the editor's time (all of them when
+    /// `whole`), so that keys typed meanwhile are handled between slices.
+    /// The first slice (`from` 0) starts an undo step, the others join it;
+    /// the last one sets the final end-of-line. `Changed`: the buffer
+    /// changed since `tick` (see `core::sliced_apply`).
+    fn apply_slice(
+        &self,
+        plan: Arc<EditPlan>,
+        from: usize,
+        tick: u32,
+        whole: bool,
+    ) -> Pending<'_, Result<Sliced, ApplyError>>;
 
     /// Takes back an edit `apply` made (the buffer at `tick`) unless the
     /// user typed since; whether it did.
@@ -150,18 +163,29 @@ pub trait Editor: Send + Sync + 'static {
         target: PathBuf,
     ) -> Pending<'_, Result<(), ApplyError>>;
 
-    /// Applies `edit` and writes the buffer as the user's `:w` would, in
-    /// one step; nothing is left half-done when the write fails.
-    fn apply_and_write(
+    /// Writes the buffer (an edit applied, the buffer at `tick`) as the
+    /// user's `:w` would, if the file is still at `write.stamp`; when the
+    /// write fails and `undo` is set, the edit (one undo step) is taken
+    /// back: nothing is left half-done.
+    fn write_applied(
         &self,
-        edit: BufferEdit,
+        bufnr: i32,
+        tick: u32,
         write: WriteRequest,
         plan: WritePlan,
+        undo: bool,
     ) -> Pending<'_, Result<(), ApplyError>>;
 
-    /// A clean buffer takes its file's new text: `edit`, then the file's
-    /// format and the editor's record of the file, in one step.
-    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>>;
+    /// After a reload's text went in (the buffer at `tick`): the file's
+    /// format, the editor's record of the file, and not modified unless
+    /// `modified` (someone typed into the buffer during the reload).
+    fn mark_reloaded(
+        &self,
+        bufnr: i32,
+        tick: u32,
+        format: FileFormat,
+        modified: bool,
+    ) -> Pending<'_, Result<(), ApplyError>>;
 
     /// Tells the user (and `User` event listeners) what became of a file
     /// that changed on disk.
@@ -171,8 +195,9 @@ pub trait Editor: Send + Sync + 'static {
     /// under) one of `under`.
     fn diagnostics(&self, under: Option<Vec<PathBuf>>) -> Pending<'_, Vec<RawDiagnostic>>;
 
-    /// Shows `path` (a file or a directory), the selection on it if given.
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()>;
+    /// Shows `path` (a file or a directory, checked off the main thread:
+    /// read only if it is still what was checked), the selection on it if given.
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()>;
 
     /// Opens an http(s) URL with the system's handler.
     fn open_url(&self, url: String) -> Pending<'_, ()>;

@@ -6,15 +6,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, WritePlan};
+use super::checked_file::CheckedPath;
+use super::edit_plan::EditPlan;
 use super::editor::{
-    BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
+    Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, Sliced, TextToSelect, WriteRequest,
 };
-use super::filetext::{self, DiskText, LineEnd};
+use super::filetext::{self, FileFormat, LineEnd};
 use super::review::{Decision, Owner, Proposal, ReviewEnd};
 use super::sync::LockExt;
 use super::uri::LineSelection;
@@ -28,8 +30,10 @@ pub struct FakeBuffer {
     pub tick: u32,
     pub modified: bool,
     pub format: BufferFormat,
-    /// The lines before the last `apply`, for `undo_applied`.
+    /// The lines before the last edit's first slice, for `undo_applied`.
     undo: Option<Vec<String>>,
+    /// Undo steps made: an edit's first slice starts one, the others join it.
+    pub undo_steps: usize,
 }
 
 /// What the fake was asked, in order.
@@ -37,11 +41,11 @@ pub struct FakeBuffer {
 pub enum Call {
     LoadedText,
     TextForEdit,
-    Apply,
+    ApplySlice,
     Undo,
     Replace,
-    ApplyAndWrite,
-    Reload,
+    WriteApplied,
+    MarkReloaded,
     FileChanged(PathBuf, FileChange),
     Diagnostics(Option<Vec<PathBuf>>),
     OpenFile(PathBuf, Option<LineSelection>),
@@ -66,9 +70,16 @@ type HeldReview = (String, tokio::sync::oneshot::Sender<Decision>);
 struct State {
     buffers: Vec<FakeBuffer>,
     calls: Vec<Call>,
-    /// `apply`/`apply_and_write` answer `Changed` this many more times (and
-    /// bump the changedtick, as the user's typing would).
+    /// An edit's first slice answers `Changed` this many more times (and
+    /// bumps the changedtick, as the user's typing would).
     typing: usize,
+    /// Ops one slice applies (all when `None`).
+    slice_ops: Option<usize>,
+    /// Slices run.
+    slices: usize,
+    /// Lines the user inserts (at these indices) right before the next
+    /// slices that continue an edit, one batch each.
+    between_slices: std::collections::VecDeque<Vec<(usize, String)>>,
     gone: bool,
     diagnostics: Vec<RawDiagnostic>,
     /// What the user decides in the next reviews (none: rejected).
@@ -121,7 +132,33 @@ impl FakeEditor {
             modified,
             format,
             undo: None,
+            undo_steps: 0,
         });
+    }
+
+    /// The buffer's text as `loaded_text` answers it.
+    pub fn snapshot(&self, path: &Path) -> BufferText {
+        text_of(self.state().buffers.iter().find(|b| b.path == path).expect("an open buffer"))
+    }
+
+    /// From now on one slice applies at most `ops` ops.
+    pub fn slice_ops(&self, ops: usize) {
+        self.state().slice_ops = Some(ops);
+    }
+
+    /// Slices run so far.
+    pub fn slices(&self) -> usize {
+        self.state().slices
+    }
+
+    pub fn undo_steps(&self, path: &Path) -> usize {
+        self.buffer(path).map_or(0, |b| b.undo_steps)
+    }
+
+    /// The user inserts `lines` (index, text) right before the next slice
+    /// that continues an edit; each call queues one more such batch.
+    pub fn type_between_slices(&self, lines: Vec<(usize, String)>) {
+        self.state().between_slices.push_back(lines);
     }
 
     pub fn buffer(&self, path: &Path) -> Option<FakeBuffer> {
@@ -191,29 +228,53 @@ fn by_number(state: &mut State, bufnr: i32) -> Option<&mut FakeBuffer> {
     state.buffers.iter_mut().find(|b| b.bufnr == bufnr)
 }
 
-fn apply_to(state: &mut State, edit: &BufferEdit) -> Result<u32, ApplyError> {
-    if state.typing > 0 {
+fn apply_slice_to(
+    state: &mut State,
+    plan: &EditPlan,
+    from: usize,
+    tick: u32,
+    whole: bool,
+) -> Result<Sliced, ApplyError> {
+    if from == 0 && state.typing > 0 {
         state.typing -= 1;
-        if let Some(b) = by_number(state, edit.bufnr) {
+        if let Some(b) = by_number(state, plan.bufnr) {
             b.tick += 1;
         }
         return Err(ApplyError::Changed);
     }
-    let b = by_number(state, edit.bufnr).filter(|b| b.tick == edit.tick).ok_or(ApplyError::Changed)?;
-    b.undo = Some(b.lines.clone());
-    for hunk in edit.hunks.iter().rev() {
-        let end = hunk.old_end.min(b.lines.len());
-        b.lines.splice(hunk.start.min(end)..end, hunk.lines.iter().cloned());
+    if from > 0 && !state.between_slices.is_empty() {
+        let typed = state.between_slices.pop_front().unwrap_or_default();
+        if let Some(b) = by_number(state, plan.bufnr) {
+            for (at, line) in typed {
+                b.lines.insert(at, line);
+            }
+            b.tick += 1;
+            b.undo_steps += 1;
+        }
     }
-    if let Some(eol) = edit.final_eol {
-        b.format.eol = eol;
-        if !eol {
-            b.format.fixeol = false;
+    let per_slice = if whole { usize::MAX } else { state.slice_ops.unwrap_or(usize::MAX) };
+    state.slices += 1;
+    let b = by_number(state, plan.bufnr).filter(|b| b.tick == tick).ok_or(ApplyError::Changed)?;
+    if from == 0 {
+        b.undo = Some(b.lines.clone());
+        b.undo_steps += 1;
+    }
+    let end = plan.ops().len().min(from.saturating_add(per_slice));
+    for op in &plan.ops()[from..end] {
+        let old_end = op.old_end.min(b.lines.len());
+        b.lines.splice(op.start.min(old_end)..old_end, plan.lines(op).map(str::to_owned));
+    }
+    if end == plan.ops().len() {
+        if let Some(eol) = plan.final_eol {
+            b.format.eol = eol;
+            if !eol {
+                b.format.fixeol = false;
+            }
         }
     }
     b.tick += 1;
     b.modified = true;
-    Ok(b.tick)
+    Ok(Sliced { tick: b.tick, next: end })
 }
 
 /// The bytes `:w` writes from the buffer.
@@ -232,12 +293,13 @@ impl Editor for FakeEditor {
         self.answer_or_refuse(Call::LoadedText, |s| Ok(find(s, &paths).map(|b| text_of(b))))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText> {
         self.answer_or_refuse(Call::TextForEdit, |s| {
             if let Some(b) = find(s, &paths) {
                 return Ok(text_of(b));
             }
             // Loaded for the edit, as `:edit` reads it.
+            file.still_same()?;
             let bytes = std::fs::read(&paths[0]).map_err(|e| e.to_string())?;
             let disk = filetext::decode(&bytes, &filetext::ReadOptions::default()).map_err(|e| e.0)?;
             let format = BufferFormat {
@@ -257,13 +319,20 @@ impl Editor for FakeEditor {
                 modified: false,
                 format,
                 undo: None,
+                undo_steps: 0,
             });
             Ok(text_of(s.buffers.last().expect("just pushed")))
         })
     }
 
-    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
-        self.answer(Call::Apply, |s| apply_to(s, &edit))
+    fn apply_slice(
+        &self,
+        plan: Arc<EditPlan>,
+        from: usize,
+        tick: u32,
+        whole: bool,
+    ) -> Pending<'_, Result<Sliced, ApplyError>> {
+        self.answer(Call::ApplySlice, |s| apply_slice_to(s, &plan, from, tick, whole))
     }
 
     fn undo_applied(&self, bufnr: i32, tick: u32) -> Pending<'_, bool> {
@@ -293,35 +362,39 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn apply_and_write(
+    fn write_applied(
         &self,
-        edit: BufferEdit,
+        bufnr: i32,
+        _tick: u32,
         _write: WriteRequest,
         _plan: WritePlan,
+        _undo: bool,
     ) -> Pending<'_, Result<(), ApplyError>> {
-        self.answer(Call::ApplyAndWrite, |s| {
-            apply_to(s, &edit)?;
-            let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
+        self.answer(Call::WriteApplied, |s| {
+            let b = by_number(s, bufnr).ok_or(ApplyError::Changed)?;
             std::fs::write(&b.path, written(b)).map_err(|e| ApplyError::Failed(e.to_string()))?;
             b.modified = false;
             Ok(())
         })
     }
 
-    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>> {
-        self.answer(Call::Reload, |s| {
-            if !edit.hunks.is_empty() {
-                apply_to(s, &edit)?;
-            }
-            let b = by_number(s, edit.bufnr).ok_or(ApplyError::Changed)?;
+    fn mark_reloaded(
+        &self,
+        bufnr: i32,
+        _tick: u32,
+        format: FileFormat,
+        modified: bool,
+    ) -> Pending<'_, Result<(), ApplyError>> {
+        self.answer(Call::MarkReloaded, |s| {
+            let b = by_number(s, bufnr).ok_or(ApplyError::Changed)?;
             b.format = BufferFormat {
-                line_end: disk.line_end,
-                eol: disk.eol,
-                bomb: disk.bomb,
-                encoding: disk.encoding,
+                line_end: format.line_end,
+                eol: format.eol,
+                bomb: format.bomb,
+                encoding: format.encoding,
                 ..b.format
             };
-            b.modified = false;
+            b.modified = modified;
             Ok(())
         })
     }
@@ -340,8 +413,8 @@ impl Editor for FakeEditor {
         })
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
-        self.answer_or_refuse(Call::OpenFile(path, selection), |_| Ok(()))
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()> {
+        self.answer_or_refuse(Call::OpenFile(path.into_path(), selection), |_| Ok(()))
     }
 
     fn open_url(&self, url: String) -> Pending<'_, ()> {

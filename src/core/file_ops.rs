@@ -14,14 +14,19 @@
 
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
-use super::editor::{same_file_names, BufferEdit, Editor, EditorError, LoadedBuffers, WriteRequest};
+use super::checked_file::{self, io_message, CheckedPath, Refused, Use, Wanted};
+use super::edit_gate::{self, too_many_lines};
+use super::edit_plan::EditPlan;
+use super::editor::{same_file_names, Editor, EditorError, LoadedBuffers, WriteRequest};
 use super::filetext::{self, split_lines};
 use super::filewatch::FileWatch;
 use super::fsutil;
+use super::sliced_apply::{self, Applied};
 
 /// How often an edit is recomputed when the user types between the
 /// snapshot and the change.
@@ -85,60 +90,75 @@ impl FileAccess<'_> {
 
     /// The text of `abs` as the agent should see it: its loaded buffer's
     /// (as `:w` would write it), else the file's as `:edit` would read it.
+    /// Either way only a regular file on a file system that holds data
+    /// (`checked_file`) is read, and at most `edits.max_file_bytes` of it.
     pub async fn read(&self, abs: &Path) -> Outcome<String> {
         let max = self.max_file_bytes;
-        let meta = tokio::fs::metadata(abs).await;
-        if let Some(why) = meta.as_ref().ok().and_then(|m| not_a_regular_file(abs, m)) {
-            return Ok(Err(why));
-        }
         let paths = self.names_of(abs).await;
-        // No buffer has it: the disk has the text, no need to wait for the editor.
-        let loaded = if self.loaded.maybe(&paths) {
-            match self.editor.loaded_text(paths).await {
-                Ok(loaded) => Ok(loaded),
-                Err(e) => Err(e.refusal()?),
-            }
-        } else {
-            Ok(None)
+        if !self.loaded.maybe(&paths) {
+            // No buffer has it: the disk has the text, no need to wait for the editor.
+            let size = tokio::fs::metadata(abs).await.map_or(0, |m| m.len().min(max));
+            let _work = edit_gate::work(size).await;
+            return Ok(read_from_disk(abs, max).await);
+        }
+        // A buffer's text is never read from a FIFO, device or procfs file
+        // (its size is the buffer's business: checked below).
+        let wanted = Wanted { directory_ok: false, read_through: false };
+        let checked = match checked_file::check(abs, u64::MAX, wanted).await {
+            Ok(checked) => Some(checked),
+            Err(why) if why.is_not_found() => None,
+            Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
+        };
+        // Not in the middle of an agent's edit of it.
+        let _reading = match &checked {
+            Some(checked) => Some(edit_gate::read_of(checked.metadata()).await),
+            None => None,
+        };
+        let _work = edit_gate::work(checked.as_ref().map_or(max, |c| c.metadata().len().min(max))).await;
+        let loaded = match self.editor.loaded_text(paths).await {
+            Ok(loaded) => loaded,
+            Err(e) => return Ok(Err(e.refusal()?)),
         };
         Ok(match loaded {
-            Ok(Some(snapshot)) if snapshot.joined.len() as u64 > max => {
-                Err(too_big(abs, snapshot.joined.len() as u64, max))
+            Some(snapshot) if snapshot.joined.len() as u64 > max => {
+                let size = snapshot.joined.len() as u64;
+                Err(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit))
             }
-            Ok(Some(snapshot)) => Ok(snapshot.file_text()),
-            Ok(None) => match meta {
-                Ok(meta) if meta.len() > max => Err(too_big(abs, meta.len(), max)),
-                Ok(_) => read_from_disk(abs, max).await,
-                Err(e) => Err(io_message(abs, &e)),
-            },
-            Err(e) => Err(e),
+            Some(snapshot) => Ok(snapshot.file_text()),
+            None => read_from_disk(abs, max).await,
         })
     }
 
     /// Replaces the text of `abs` with what `new_text` makes of its
     /// buffer's text (the buffer loaded for it if needed) as one undo step,
     /// and writes it: the bytes on disk are the bytes the user's `:w` would
-    /// write.
-    pub async fn edit(&self, abs: &Path, new_text: impl Fn(&BufferText) -> Result<String, String>) -> Outcome<Edited> {
+    /// write. `new_len`: about how long the new text is (for the work
+    /// budget, `edit_gate`).
+    pub async fn edit(
+        &self,
+        abs: &Path,
+        new_len: u64,
+        new_text: impl Fn(&BufferText) -> Result<Arc<String>, String>,
+    ) -> Outcome<Edited> {
         let max = self.max_file_bytes;
-        let meta = match tokio::fs::metadata(abs).await {
-            Ok(meta) => meta,
-            Err(e) => return Ok(Err(io_message(abs, &e))),
+        // Read through here, off the main thread: the editor loads the file
+        // into a buffer for the edit if none has it.
+        let wanted = Wanted { directory_ok: false, read_through: true };
+        let checked = match checked_file::check(abs, max, wanted).await {
+            Ok(checked) => checked,
+            Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
         };
-        if let Some(why) = not_a_regular_file(abs, &meta) {
+        if let Some(why) = not_writable(abs, checked.metadata()) {
             return Ok(Err(why));
         }
-        if meta.len() > max {
-            return Ok(Err(too_big(abs, meta.len(), max)));
-        }
-        if let Some(why) = not_writable(abs, &meta) {
-            return Ok(Err(why));
-        }
+        // One edit of a file at a time: each is applied in slices.
+        let _editing = edit_gate::edit_of(checked.metadata()).await;
         let paths = self.names_of(abs).await;
         // What an editor killed mid-save left beside the file goes, written or not.
         let beside = abs.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
-        let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &paths, &new_text)).await;
+        let work = checked.metadata().len().saturating_add(new_len);
+        let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &checked, &paths, work, &new_text)).await;
         edited.unwrap_or_else(|| {
             Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display())))
         })
@@ -147,10 +167,17 @@ impl FileAccess<'_> {
     async fn edit_once(
         &self,
         abs: &Path,
+        checked: &CheckedPath,
         paths: &[PathBuf],
-        new_text: &impl Fn(&BufferText) -> Result<String, String>,
+        work: u64,
+        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, String>,
     ) -> Retry<Outcome<Edited>> {
-        match self.try_edit(abs, paths, new_text).await {
+        // A write by someone else that the watcher has not taken in yet: take
+        // it in first (or learn that it conflicts with unsaved changes). Not
+        // while holding a share of the work budget: a reload needs one too.
+        self.watch.settle(paths).await;
+        let _work = edit_gate::work(work).await;
+        match self.try_edit(abs, checked, paths, new_text).await {
             Err(e) => Retry::Done(Err(e)),
             Ok(Err(Attempt::Changed)) => Retry::Changed,
             Ok(Err(Attempt::Refused(why))) => Retry::Done(Ok(Err(why))),
@@ -167,123 +194,147 @@ impl FileAccess<'_> {
     async fn try_edit(
         &self,
         abs: &Path,
+        checked: &CheckedPath,
         paths: &[PathBuf],
-        new_text: &impl Fn(&BufferText) -> Result<String, String>,
+        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, String>,
     ) -> Result<Result<Edited, Attempt>, EditorError> {
         let max = self.max_file_bytes;
-        // A write by someone else that the watcher has not taken in yet: take
-        // it in first (or learn that it conflicts with unsaved changes).
-        self.watch.settle(paths).await;
+        let refuse = |why: String| Ok(Err(Attempt::Refused(why)));
         let stamp: FileStamp = match tokio::fs::metadata(abs).await {
             Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
-            Err(e) => return Ok(Err(Attempt::Refused(io_message(abs, &e)))),
+            Err(e) => return refuse(io_message(abs, &e)),
         };
-        let snapshot = match self.editor.text_for_edit(paths.to_vec()).await {
+        let snapshot = match self.editor.text_for_edit(paths.to_vec(), checked.clone()).await {
             Ok(s) => s,
-            Err(e) => return Ok(Err(Attempt::Refused(e.refusal()?))),
+            Err(e) => return refuse(e.refusal()?),
         };
-        let (bufnr, tick, format, modified) =
-            (snapshot.bufnr, snapshot.changedtick, snapshot.format, snapshot.modified);
+        let (bufnr, format, modified) = (snapshot.bufnr, snapshot.format, snapshot.modified);
         if let Some(why) = refused_by_buffer(abs, &format) {
-            return Ok(Err(Attempt::Refused(why)));
+            return refuse(why);
+        }
+        if let Some(why) = too_many_lines(abs, "the file", snapshot.line_count) {
+            return refuse(why);
         }
         let new_text = match new_text(&snapshot) {
             Ok(text) => text,
-            Err(why) => return Ok(Err(Attempt::Refused(why))),
+            Err(why) => return refuse(why),
         };
         if new_text.len() as u64 > max {
-            return Ok(Err(Attempt::Refused(too_big(abs, new_text.len() as u64, max))));
+            let size = new_text.len() as u64;
+            return refuse(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit));
+        }
+        // Counted before anything is split: the lines' table grows with them.
+        if let Some(why) = too_many_lines(abs, "the new text", edit_gate::line_count(&new_text, format.line_end)) {
+            return refuse(why);
         }
         let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
         let hunks = match snapshot.hunks_to(&new_lines) {
             Ok(h) => h,
-            Err(why) => return Ok(Err(Attempt::Refused(format!("cannot edit {}: {why}", abs.display())))),
+            Err(why) => return refuse(format!("cannot edit {}: {why}", abs.display())),
         };
-        if format.encoding == "latin1" {
-            let bad: String = hunks
-                .iter()
-                .flat_map(|h| h.lines.iter())
-                .flat_map(|l| l.chars())
-                .filter(|&c| c > '\u{ff}')
-                .take(8)
-                .collect();
-            if !bad.is_empty() {
-                return Ok(Err(Attempt::Refused(format!(
-                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
-                    abs.display()
-                ))));
-            }
-        }
         // The final end-of-line changes only when the agent's text changes
-        // it; otherwise :w treats it as it treats the user's own writes.
-        let final_eol = (!new_lines.is_empty() && new_final_eol != format.eol).then_some(new_final_eol);
+        // it; otherwise :w treats it as it treats the user's own writes. An
+        // empty buffer's text ("") has none to take away, whatever
+        // 'endofline' says (Neovim sets it when it reads an empty file).
+        let had_eol = format.eol && snapshot.line_count > 0;
+        let final_eol = (!new_lines.is_empty() && new_final_eol != had_eol).then_some(new_final_eol);
         let changed = !hunks.is_empty() || final_eol.is_some();
         if !changed && !modified {
             // Nothing to do: the file stays as it is, byte for byte.
             return Ok(Ok(Edited { changed: false, written: false }));
         }
+        let edit = EditPlan::new(bufnr, new_text.clone(), &new_lines, &hunks, final_eol);
+        drop((new_lines, hunks));
+        if format.encoding == "latin1" {
+            let bad: String = edit.all_lines().flat_map(str::chars).filter(|&c| c > '\u{ff}').take(8).collect();
+            if !bad.is_empty() {
+                return refuse(format!(
+                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
+                    abs.display()
+                ));
+            }
+        }
         let plan = match write_plan(abs).await {
             Ok(plan) => plan,
-            Err(e) => return Ok(Err(Attempt::Refused(format!("cannot write beside {}: {e}", abs.display())))),
+            Err(e) => return refuse(format!("cannot write beside {}: {e}", abs.display())),
         };
         let write = WriteRequest { autocmds: self.write_autocmds, stamp };
         // The bytes :w will write, when this side can tell (formatters that
-        // BufWritePre runs with "all" change the text first): then they are
-        // written off the main thread, which only applies and renames.
+        // BufWritePre runs with "all" change the text first): written here,
+        // off the main thread, streamed from the agent's text; the editor
+        // only applies and renames.
         let bytes = match &plan {
-            WritePlan::Rename { .. } if write.autocmds != "all" && self.editor.records_writes() => {
-                disk_bytes(&new_lines, &format, final_eol)
+            WritePlan::Rename { target } if write.autocmds != "all" && self.editor.records_writes() => {
+                Some(DiskBytes { text: new_text.clone(), format, final_eol, target: target.clone() })
             }
             _ => None,
         };
-        let edit = BufferEdit { bufnr, tick, hunks, final_eol };
-        let outcome = match (bytes, plan) {
-            (Some(bytes), WritePlan::Rename { target }) => self.edit_then_replace(edit, write, bytes, target).await?,
-            (_, plan) => self.editor.apply_and_write(edit, write, plan).await?,
-        };
-        Ok(match outcome {
+        Ok(match self.apply_and_write(paths, &snapshot, edit, write, plan, bytes).await? {
             Ok(()) => Ok(Edited { changed, written: true }),
             Err(ApplyError::Changed) => Err(Attempt::Changed),
             Err(ApplyError::Failed(e)) => Err(Attempt::Refused(format!("could not edit {}: {e}", abs.display()))),
         })
     }
 
-    /// An edit whose bytes this side knows: the buffer takes the edit (one
-    /// editor call), the bytes go to a temp file beside the file (here), and
-    /// a second short call renames it into place and records it. A failure
-    /// takes the edit back unless the user typed since.
-    async fn edit_then_replace(
+    /// Applies `edit` (in slices, `core::sliced_apply`), then puts the
+    /// file in place: `bytes` (the agent's text as :w writes it) streamed
+    /// into a temp file beside it (here, off the main thread) and renamed
+    /// over it, or Neovim's own `:write` when there are no `bytes` or
+    /// someone changed the buffer during the edit (the buffer, not the
+    /// agent's text alone, is then what :w writes). A failed write takes
+    /// the edit back unless someone changed the buffer meanwhile.
+    async fn apply_and_write(
         &self,
-        edit: BufferEdit,
+        paths: &[PathBuf],
+        snapshot: &BufferText,
+        edit: EditPlan,
         write: WriteRequest,
-        bytes: Vec<u8>,
-        target: PathBuf,
+        plan: WritePlan,
+        bytes: Option<DiskBytes>,
     ) -> Result<Result<(), ApplyError>, EditorError> {
         let bufnr = edit.bufnr;
-        let new_tick = match self.editor.apply(edit).await? {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(e)),
-        };
-        let beside = target.clone();
-        let tmp = match tokio::task::spawn_blocking(move || fsutil::write_temp(&beside, &bytes)).await {
-            Ok(Ok(tmp)) => tmp,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => format!("the writer task failed: {e}"),
-                    Ok(Ok(_)) => unreachable!(),
-                };
-                let _ = self.editor.undo_applied(bufnr, new_tick).await;
-                return Ok(Err(ApplyError::Failed(format!("cannot write beside {}: {why}", target.display()))));
+        // An undo step to take back on failure: only when lines changed
+        // ('endofline' alone is no undo step).
+        let has_ops = !edit.ops().is_empty();
+        let applied = if edit.is_empty() {
+            Applied { tick: snapshot.changedtick, interrupted: false }
+        } else {
+            match sliced_apply::apply(self.editor, paths, snapshot, edit).await? {
+                Ok(applied) => applied,
+                Err(e) => return Ok(Err(e)),
             }
         };
-        let replaced = self.editor.replace_applied(bufnr, new_tick, write, tmp.clone(), target).await;
-        let _ = tokio::fs::remove_file(&tmp).await; // renamed away, or a leftover
-        let replaced = replaced?;
-        if replaced.is_err() {
-            let _ = self.editor.undo_applied(bufnr, new_tick).await;
+        let undo = has_ops && !applied.interrupted;
+        let bytes = bytes.filter(|_| !applied.interrupted);
+        let tmp = match bytes {
+            Some(bytes) => match tokio::task::spawn_blocking(move || bytes.write_temp()).await {
+                Ok(Ok(tmp)) => tmp,
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        Err(e) => format!("the writer task failed: {e}"),
+                        Ok(Ok(_)) => unreachable!(),
+                    };
+                    if undo {
+                        let _ = self.editor.undo_applied(bufnr, applied.tick).await;
+                    }
+                    return Ok(Err(ApplyError::Failed(format!("cannot write beside the file: {why}"))));
+                }
+            },
+            None => None,
+        };
+        match (tmp, plan) {
+            (Some(tmp), WritePlan::Rename { target }) => {
+                let replaced = self.editor.replace_applied(bufnr, applied.tick, write, tmp.clone(), target).await;
+                let _ = tokio::fs::remove_file(&tmp).await; // renamed away, or a leftover
+                let replaced = replaced?;
+                if replaced.is_err() && undo {
+                    let _ = self.editor.undo_applied(bufnr, applied.tick).await;
+                }
+                Ok(replaced)
+            }
+            (_, plan) => self.editor.write_applied(bufnr, applied.tick, write, plan, undo).await,
         }
-        Ok(replaced)
     }
 }
 
@@ -293,61 +344,13 @@ enum Attempt {
     Refused(String),
 }
 
-/// The file's text as `:edit` would read it, within `max` bytes and
-/// [`READ_TIMEOUT`].
+/// The file's text as `:edit` would read it, within `max` bytes
+/// (`checked_file::read`).
 async fn read_from_disk(abs: &Path, max: u64) -> Result<String, String> {
-    let bytes = match tokio::time::timeout(READ_TIMEOUT, fsutil::read_regular(abs.to_path_buf(), max)).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(io_message(abs, &e)),
-        Err(_) => return Err(format!("reading {} took too long", abs.display())),
-    };
+    let bytes = checked_file::read(abs, max).await.map_err(|why| why.message(abs, Use::ReadOrEdit))?;
     match filetext::decode(&bytes, &filetext::read_options()) {
         Ok(disk) => Ok(disk.written_text(false)),
         Err(why) => Err(format!("cannot read {} as text: {}", abs.display(), why.0)),
-    }
-}
-
-/// Refuses what is not a regular file before anything opens it: opening a
-/// FIFO blocks until a writer comes, a device can be endless.
-pub fn not_a_regular_file(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-    let kind = meta.file_type();
-    let what = if kind.is_dir() { Some("a directory") } else { special_kind(&kind) };
-    what.map(|what| format!("{} is {what}: only regular files can be read or edited", path.display()))
-}
-
-/// What a file is when it is neither a regular file nor a directory.
-pub fn special_kind(kind: &std::fs::FileType) -> Option<&'static str> {
-    if kind.is_file() || kind.is_dir() {
-        None
-    } else if kind.is_fifo() {
-        Some("a FIFO (named pipe)")
-    } else if kind.is_socket() {
-        Some("a socket")
-    } else if kind.is_char_device() {
-        Some("a character device")
-    } else if kind.is_block_device() {
-        Some("a block device")
-    } else {
-        Some("not a regular file")
-    }
-}
-
-fn too_big(path: &Path, size: u64, max: u64) -> String {
-    format!(
-        "{} is {size} bytes, more than the {max} bytes an agent may read or edit at once (edits.max_file_bytes)",
-        path.display()
-    )
-}
-
-/// How long reading one file may take before the request gives up.
-const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-pub fn io_message(path: &Path, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!("file not found: {}", path.display()),
-        std::io::ErrorKind::PermissionDenied => format!("permission denied: {}", path.display()),
-        _ if path.is_dir() => format!("{} is a directory", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
     }
 }
 
@@ -407,13 +410,53 @@ async fn write_plan(path: &Path) -> std::io::Result<WritePlan> {
     .map_err(std::io::Error::other)?
 }
 
-/// The bytes `:w` writes once the edit is in the buffer: `lines`, the
+/// The bytes `:w` writes once an edit is in the buffer, to be written
+/// beside `target`: the agent's `text` split into the buffer's lines, the
 /// buffer's format, and its final end-of-line as the edit leaves it
 /// (`final_eol`; 'fixendofline' adds one unless the edit took it away).
-/// `None` for an encoding only Neovim converts to.
-fn disk_bytes(lines: &[&str], format: &BufferFormat, final_eol: FinalEol) -> Option<Vec<u8>> {
-    let eol = final_eol.unwrap_or(format.eol);
-    let fixeol = format.fixeol && final_eol != Some(false);
-    let text = filetext::written_text(lines.join("\n").into_bytes(), lines.is_empty(), format.line_end, eol || fixeol);
-    filetext::encode(text, format.encoding, format.bomb)
+struct DiskBytes {
+    text: Arc<String>,
+    format: BufferFormat,
+    final_eol: FinalEol,
+    target: PathBuf,
+}
+
+impl DiskBytes {
+    /// A temp file beside the target holding them: UTF-8 streamed from the
+    /// text (never copied whole); `None` for an encoding only Neovim
+    /// converts to.
+    fn write_temp(self) -> std::io::Result<Option<PathBuf>> {
+        let DiskBytes { text, format, final_eol, target } = self;
+        let eol = final_eol.unwrap_or(format.eol);
+        let fixeol = format.fixeol && final_eol != Some(false);
+        let (lines, _) = filetext::lines_of(&text, format.line_end);
+        let sep = format.line_end.as_str().as_bytes();
+        if format.encoding == "utf-8" {
+            let tmp = fsutil::write_temp_with(&target, |out| {
+                if format.bomb {
+                    out.write_all(b"\xEF\xBB\xBF")?;
+                }
+                let mut any = false;
+                for (i, line) in lines.enumerate() {
+                    if i > 0 {
+                        out.write_all(sep)?;
+                    }
+                    out.write_all(line.as_bytes())?;
+                    any = true;
+                }
+                if any && (eol || fixeol) {
+                    out.write_all(sep)?;
+                }
+                Ok(())
+            })?;
+            return Ok(Some(tmp));
+        }
+        let lines: Vec<&str> = lines.collect();
+        let joined = lines.join("\n").into_bytes();
+        let text = filetext::written_text(joined, lines.is_empty(), format.line_end, eol || fixeol);
+        match filetext::encode(text, format.encoding, format.bomb) {
+            Some(bytes) => fsutil::write_temp(&target, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
 }

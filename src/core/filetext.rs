@@ -114,7 +114,23 @@ pub struct DiskText {
     pub encoding: &'static str,
 }
 
+/// The format a buffer takes from its file when it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileFormat {
+    pub line_end: LineEnd,
+    /// `'endofline'`
+    pub eol: bool,
+    /// `'bomb'`
+    pub bomb: bool,
+    /// `'fileencoding'` as Neovim names it.
+    pub encoding: &'static str,
+}
+
 impl DiskText {
+    pub fn format(&self) -> FileFormat {
+        FileFormat { line_end: self.line_end, eol: self.eol, bomb: self.bomb, encoding: self.encoding }
+    }
+
     pub fn lines(&self) -> Vec<&str> {
         if self.empty {
             Vec::new()
@@ -225,24 +241,36 @@ pub fn encode(text: String, encoding: &str, bomb: bool) -> Option<Vec<u8>> {
 /// drops one CR before each LF, "unix" keeps CRs in the lines, "mac" splits
 /// on CR. Returns the lines and whether the text ends with an end-of-line.
 pub fn split_lines(text: &str, line_end: LineEnd) -> (Vec<&str>, bool) {
-    if text.is_empty() {
-        return (Vec::new(), false);
-    }
+    let (lines, final_eol) = lines_of(text, line_end);
+    (lines.collect(), final_eol)
+}
+
+/// [`split_lines`] one line at a time (nothing collected).
+pub fn lines_of(text: &str, line_end: LineEnd) -> (LinesOf<'_>, bool) {
     let sep = if line_end == LineEnd::Mac { '\r' } else { '\n' };
     let final_eol = text.ends_with(sep);
     let body = if final_eol { &text[..text.len() - 1] } else { text };
-    let lines = body.split(sep);
-    let lines = if line_end == LineEnd::Dos {
-        let count = body.matches('\n').count();
+    let parts = (!text.is_empty()).then(|| body.split(sep).peekable());
+    (LinesOf { parts, strip_cr: line_end == LineEnd::Dos, final_eol }, final_eol)
+}
+
+/// The lines of a text, see [`lines_of`].
+pub struct LinesOf<'a> {
+    parts: Option<std::iter::Peekable<std::str::Split<'a, char>>>,
+    strip_cr: bool,
+    final_eol: bool,
+}
+
+impl<'a> Iterator for LinesOf<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let parts = self.parts.as_mut()?;
+        let line = parts.next()?;
         // The last line ends with a CR only if an LF followed it.
-        lines
-            .enumerate()
-            .map(|(i, l)| if i < count || final_eol { l.strip_suffix('\r').unwrap_or(l) } else { l })
-            .collect()
-    } else {
-        lines.collect()
-    };
-    (lines, final_eol)
+        let followed_by_lf = parts.peek().is_some() || self.final_eol;
+        Some(if self.strip_cr && followed_by_lf { line.strip_suffix('\r').unwrap_or(line) } else { line })
+    }
 }
 
 /// Why a file could not be read as text here.

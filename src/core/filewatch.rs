@@ -28,10 +28,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::buffer::ApplyError;
-use super::editor::{BufferEdit, Editor, FileChange};
+use super::edit_gate::{self, too_many_lines};
+use super::edit_plan::EditPlan;
+use super::editor::{Editor, FileChange};
 use super::file_ops::{retry_while_typing, Retry};
-use super::filetext::DiskText;
+use super::filetext::{DiskText, FileFormat};
 use super::log;
+use super::sliced_apply::{self, Applied};
 
 /// What the watcher is told from the rest of the plugin.
 #[derive(Debug)]
@@ -199,10 +202,11 @@ async fn check(editor: &dyn Editor, path: &Path, known: &mut HashMap<PathBuf, Op
         }
         return;
     };
-    let bytes = match super::fsutil::read_regular(path.to_path_buf(), MAX_RELOAD_BYTES).await {
+    let bytes = match super::checked_file::read(path, MAX_RELOAD_BYTES).await {
         Ok(bytes) => bytes,
-        Err(e) => {
-            log::warn(format!("cannot read {} after it changed: {e}", path.display()));
+        Err(why) => {
+            let why = why.message(path, super::checked_file::Use::Reload);
+            log::warn(format!("not reloaded after it changed: {why}"));
             return;
         }
     };
@@ -228,20 +232,39 @@ const RELOAD_ATTEMPTS: usize = 3;
 /// Puts the disk's text and format into the file's buffer, unless the
 /// buffer has unsaved changes and `take` is false.
 async fn reload(editor: &dyn Editor, path: &Path, disk: DiskText, take: bool) -> Result<(), String> {
-    let attempt = || reload_once(editor, path, &disk, take);
+    let format = disk.format();
+    let empty = disk.empty;
+    // Shared by the attempts and by the slices that apply it: never copied.
+    let text = Arc::new(disk.joined);
+    let _work = edit_gate::work(2 * text.len() as u64).await;
+    let attempt = || reload_once(editor, path, &text, empty, format, take);
     retry_while_typing(RELOAD_ATTEMPTS, attempt).await.unwrap_or_else(|| Err("the buffer kept changing".into()))
 }
 
-async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bool) -> Retry<Result<(), String>> {
+async fn reload_once(
+    editor: &dyn Editor,
+    path: &Path,
+    text: &Arc<String>,
+    empty: bool,
+    format: FileFormat,
+    take: bool,
+) -> Retry<Result<(), String>> {
     let done = |r: Result<(), String>| Retry::Done(r);
-    let snapshot = match editor.loaded_text(vec![path.to_path_buf()]).await {
+    let paths = [path.to_path_buf()];
+    let snapshot = match editor.loaded_text(paths.to_vec()).await {
         Ok(Some(snapshot)) => snapshot,
         Ok(None) => return done(Ok(())), // the buffer went away
         Err(e) => return done(Err(e.to_string())),
     };
     let report =
         |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
-    let hunks = match snapshot.hunks_to(&disk.lines()) {
+    let new_lines: Vec<&str> = if empty { Vec::new() } else { text.split('\n').collect() };
+    for (what, lines) in [("the buffer", snapshot.line_count), ("the file", new_lines.len())] {
+        if let Some(why) = too_many_lines(path, what, lines) {
+            return done(Err(why));
+        }
+    }
+    let hunks = match snapshot.hunks_to(&new_lines) {
         Ok(hunks) => hunks,
         Err(e) => return done(Err(e)),
     };
@@ -249,12 +272,25 @@ async fn reload_once(editor: &dyn Editor, path: &Path, disk: &DiskText, take: bo
     // Unsaved changes are kept, unless the disk now holds exactly them (an
     // agent wrote the text the user accepted in a review, which the buffer
     // took at the decision): then the buffer is as good as saved.
-    let same_format = snapshot.format.line_end == disk.line_end && snapshot.format.eol == disk.eol;
+    let same_format = snapshot.format.line_end == format.line_end && snapshot.format.eol == format.eol;
     if snapshot.modified && !take && !(unchanged && same_format) {
+        drop((new_lines, hunks));
         return done(report(FileChange::Conflict).await);
     }
-    let edit = BufferEdit { bufnr: snapshot.bufnr, tick: snapshot.changedtick, hunks, final_eol: None };
-    match editor.reload(edit, disk.clone()).await {
+    let plan = EditPlan::new(snapshot.bufnr, text.clone(), &new_lines, &hunks, None);
+    drop((new_lines, hunks));
+    let applied = if plan.is_empty() {
+        Applied { tick: snapshot.changedtick, interrupted: false }
+    } else {
+        match sliced_apply::apply(editor, &paths, &snapshot, plan).await {
+            Ok(Ok(applied)) => applied,
+            Ok(Err(ApplyError::Changed)) => return Retry::Changed,
+            Ok(Err(ApplyError::Failed(e))) => return done(Err(e)),
+            Err(e) => return done(Err(e.to_string())),
+        }
+    };
+    // Typed into during the reload: the buffer holds that too, unsaved.
+    match editor.mark_reloaded(snapshot.bufnr, applied.tick, format, applied.interrupted).await {
         Ok(Ok(())) => done(report(if unchanged { FileChange::Settled } else { FileChange::Reloaded }).await),
         Ok(Err(ApplyError::Changed)) => Retry::Changed,
         Ok(Err(ApplyError::Failed(e))) => done(Err(e)),

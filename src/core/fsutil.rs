@@ -12,27 +12,6 @@ const NEW_FILE_MODE: u32 = 0o644;
 /// Symlink hops followed before giving up (matches Linux's MAXSYMLINKS).
 const MAX_LINK_HOPS: usize = 40;
 
-/// Reads a regular file of at most `max` bytes, off the async workers.
-/// Opened without blocking and checked on the open descriptor, so a FIFO or
-/// device put in the file's place after a `stat` is refused, not waited on.
-pub async fn read_regular(path: PathBuf, max: u64) -> io::Result<Vec<u8>> {
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(&path)?;
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::other("not a regular file"));
-        }
-        let mut bytes = Vec::new();
-        file.take(max + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > max {
-            return Err(io::Error::other(format!("it grew past {max} bytes while being read")));
-        }
-        Ok(bytes)
-    })
-    .await
-    .map_err(|e| io::Error::other(format!("reader task failed: {e}")))?
-}
-
 /// Replaces the contents of `path` atomically, keeping its mode (0o644 if new).
 ///
 /// A symlink is followed (even a dangling one) and its final target is replaced, so
@@ -91,6 +70,23 @@ pub fn write_temp(target: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
     let (name, dir) = name_and_dir(target)?;
     let (mut file, tmp) = create_temp(dir, &name, 0o600)?;
     let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// A temp file beside `target` whose bytes `write` writes (buffered, so a
+/// big text is never copied whole), fsynced (see `reserve_temp`).
+pub fn write_temp_with(target: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<PathBuf> {
+    let (name, dir) = name_and_dir(target)?;
+    let (file, tmp) = create_temp(dir, &name, 0o600)?;
+    let written = (|| {
+        let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+        write(&mut out)?;
+        out.into_inner().map_err(io::IntoInnerError::into_error)?.sync_all()
+    })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(e);

@@ -114,27 +114,15 @@ pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
 }
 
 /// The file's text on disk as a review shows it (lossy UTF-8), empty when
-/// the file does not exist yet; refused when it is not a regular file or
-/// bigger than [`MAX_REVIEW_BYTES`].
+/// the file does not exist yet: at most [`MAX_REVIEW_BYTES`], and never a
+/// FIFO, device or procfs file (`/proc/self/pagemap` says 0 bytes and
+/// reads gigabytes).
 pub async fn disk_text(path: &std::path::Path) -> Result<String, String> {
-    match tokio::fs::metadata(path).await {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(format!("cannot review {}: {e}", path.display())),
-        Ok(meta) if !meta.is_file() => return Err(format!("cannot review {}: not a regular file", path.display())),
-        Ok(meta) if meta.len() > MAX_REVIEW_BYTES => {
-            return Err(format!(
-                "cannot review {}: {} bytes is more than a review shows ({MAX_REVIEW_BYTES})",
-                path.display(),
-                meta.len()
-            ))
-        }
-        Ok(_) => {}
+    match crate::core::checked_file::read(path, MAX_REVIEW_BYTES).await {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(why) if why.is_not_found() => Ok(String::new()),
+        Err(why) => Err(why.message(path, crate::core::checked_file::Use::Review)),
     }
-    // Bounded while reading too: a procfs file says size 0 and never ends.
-    let bytes = super::fsutil::read_regular(path.to_path_buf(), MAX_REVIEW_BYTES)
-        .await
-        .map_err(|e| format!("cannot review {}: {e}", path.display()))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-use tokio::net::TcpListener;
+use serde_json::Value;
 
 use super::protocol::{self, Discovery};
 use super::tools::{self, Diffs};
@@ -16,9 +15,9 @@ use crate::core::log;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_loopback, HandshakeSlot, PortChoice};
+use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::mcp_http::sessions::Session;
 use crate::serve::mcp_http::sse::Feed;
 use crate::serve::mcp_http::{self, McpHttp};
@@ -115,37 +114,21 @@ impl mcp_http::Protocol for GeminiServer {
     }
 }
 
-/// Accepts Gemini CLI connections until the session stops; the sessions
-/// end with it (their event streams close).
-pub async fn accept(listener: TcpListener, server: Arc<GeminiServer>) {
-    let hub = server.hub.clone();
-    let serving = server.clone();
-    let serve = move |stream, slot: HandshakeSlot| mcp_http::serve(serving.clone(), stream, slot);
-    accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await;
-    server.http.sessions.end_all();
-}
-
 /// Starts the Gemini CLI front-end: its own loopback port and token, its
 /// discovery file in `$TMPDIR/gemini/ide/`. Main thread, inside the runtime.
 pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     let dir = protocol::discovery_dir_from_env();
-    let cannot = |e: std::io::Error| format!("gemini: cannot listen on 127.0.0.1: {e}");
-    let listener = bind_loopback(PortChoice::default()).map_err(cannot)?;
-    let port = listener.local_addr().map_err(cannot)?.port();
-    let listener = TcpListener::from_std(listener).map_err(cannot)?;
+    let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(GeminiServer::new(hub.clone(), crate::serve::token::generate_token(), port, dir));
-    hub.spawn(accept(listener, server.clone()));
-    let announce = server.clone().write_sweeping(true);
+    mcp_http::spawn_accepting(server.clone(), listener);
+    let announce = server.clone().write_and_announce(true);
     Ok(Started { front_end: server, announce })
 }
 
 impl GeminiServer {
-    fn write_sweeping(self: Arc<Self>, sweep: bool) -> Announce {
-        Box::pin(async move {
-            let path = self.write_discovery(sweep).await?;
-            log::info(format!("gemini: listening on 127.0.0.1:{}, discovery file {}", self.port, path.display()));
-            Ok(path)
-        })
+    fn write_and_announce(self: Arc<Self>, sweep: bool) -> Announce {
+        let at = format!("127.0.0.1:{}", self.port);
+        announce(AGENT, at, async move { self.write_discovery(sweep).await })
     }
 }
 
@@ -155,15 +138,11 @@ impl FrontEnd for GeminiServer {
     }
 
     fn status(&self) -> Value {
-        json!({
-            "enabled": true,
-            "port": self.port,
-            "clients": self.hub.clients(AGENT.id),
-            "sessions": self.http.sessions.count(),
-            "discovery_file": self.discovery.path.to_string_lossy(),
-            "workspace_path": protocol::workspace_path(&self.hub.workspace_folders()),
-            "pid": std::process::id(),
-        })
+        let mut status = base_status(Some(self.port), &self.discovery.path, self.hub.clients(AGENT.id));
+        status["sessions"] = self.http.sessions.count().into();
+        status["workspace_path"] = protocol::workspace_path(&self.hub.workspace_folders()).into();
+        status["pid"] = std::process::id().into();
+        status
     }
 
     /// With the pid, Gemini picks this editor's discovery file first
@@ -177,7 +156,7 @@ impl FrontEnd for GeminiServer {
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {
-        self.write_sweeping(false)
+        self.write_and_announce(false)
     }
 
     fn stopped(&self) {

@@ -203,7 +203,7 @@ mod tests {
         assert!(fake.calls().contains(&Call::Propose("[Gemini] /w/a.rs".into(), "x\n".into())));
         assert_eq!(diffs.count(), 0);
         // The editor was never asked to write anything.
-        assert!(!fake.calls().iter().any(|c| matches!(c, Call::Apply | Call::ApplyAndWrite | Call::Replace)));
+        assert!(!fake.calls().iter().any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied | Call::Replace)));
         let bad = json!({"name": "openDiff", "arguments": {"filePath": "/w/a.rs"}});
         assert_eq!(answer("tools/call", &bad, &cx).await.unwrap_err().0, mcp::INVALID_PARAMS);
     }

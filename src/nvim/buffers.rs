@@ -3,45 +3,72 @@
 use std::path::{Path, PathBuf};
 
 use super::{api_err, file_record, find_buffer, lua, lua_paths};
-use crate::core::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
-use crate::core::edit::Hunk;
-use crate::core::filetext::DiskText;
-use crate::core::filetext::{self, LineEnd};
+use std::time::{Duration, Instant};
 
-/// The text of the loaded buffer for one of `paths`, if there is one.
-pub fn loaded_text(paths: Vec<PathBuf>) -> Result<Option<BufferText>, String> {
+use crate::core::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, WritePlan};
+use crate::core::checked_file::CheckedPath;
+use crate::core::edit_plan::EditPlan;
+use crate::core::editor::Sliced;
+use crate::core::filetext::{self, FileFormat, LineEnd};
+
+/// A snapshot of a buffer being taken, one slice of the main thread's
+/// time after another: the text read so far (`text.joined`) and the next
+/// line to read.
+pub struct Snapshot {
+    pub text: BufferText,
+    pub next: usize,
+}
+
+impl Snapshot {
+    pub fn done(&self) -> bool {
+        self.next >= self.text.line_count
+    }
+}
+
+/// How long one slice of a snapshot or of an edit runs on the main thread
+/// (a line or an op that started finishes): keys typed meanwhile wait at
+/// most about this long, plus the bridge's own turn (`bridge::TURN_BUDGET`).
+pub const SLICE_BUDGET: Duration = Duration::from_millis(3);
+
+/// Starts a snapshot of the loaded buffer for one of `paths`, if there is
+/// one (all of it with `whole`).
+pub fn loaded_text(paths: Vec<PathBuf>, whole: bool) -> Result<Option<Snapshot>, String> {
     match find_buffer(&paths, true) {
-        Some(buf) => snapshot(buf).map(Some),
+        Some(buf) => snapshot(buf, whole).map(Some),
         None => Ok(None),
     }
 }
 
-/// The text of the buffer for one of `paths`, loading the file into a (listed,
-/// hidden) buffer first if no buffer has it loaded, so the edit can be undone
-/// in the editor.
-pub fn text_for_edit(paths: Vec<PathBuf>) -> Result<BufferText, String> {
+/// Starts a snapshot of the buffer for one of `paths`, loading the file
+/// into a (listed, hidden) buffer first if no buffer has it loaded, so the
+/// edit can be undone in the editor.
+pub fn text_for_edit(paths: Vec<PathBuf>, file: &CheckedPath, whole: bool) -> Result<Snapshot, String> {
+    if find_buffer(&paths, true).is_none() {
+        // Neovim reads the file now: only the file checked off this thread.
+        file.still_same()?;
+    }
     let names = lua_paths(&paths).map_err(|e| api_err("paths", e))?;
     let buf: i32 = lua::helper("load_buffer", names).map_err(|e| api_err("loading the file", e))?;
-    snapshot(buf)
+    snapshot(buf, whole)
 }
 
 type SnapshotFields =
     (usize, usize, u32, bool, mlua::String, bool, bool, bool, bool, mlua::String, bool, mlua::String, bool);
 
-fn snapshot(buf: i32) -> Result<BufferText, String> {
+fn snapshot(buf: i32, whole: bool) -> Result<Snapshot, String> {
+    let started = Instant::now();
     let (size, line_count, changedtick, modified, ff, eol, fixeol, binary, readonly, buftype, conflict, fenc, bomb): SnapshotFields =
         lua::helper("snapshot", buf).map_err(|e| api_err("reading the buffer", e))?;
-    let joined = if line_count == 0 { Vec::new() } else { super::bulk::lines_joined(buf, size)? };
     let line_end = if binary {
         LineEnd::Unix
     } else {
         LineEnd::parse(&ff.to_str().map_err(|e| e.to_string())?).unwrap_or(LineEnd::Unix)
     };
-    Ok(BufferText {
+    let text = BufferText {
         bufnr: buf,
         changedtick,
         modified,
-        joined,
+        joined: Vec::with_capacity(size),
         line_count,
         format: BufferFormat {
             line_end,
@@ -54,44 +81,91 @@ fn snapshot(buf: i32) -> Result<BufferText, String> {
             bomb: bomb && !binary,
             binary,
         },
-    })
+    };
+    let mut snapshot = Snapshot { text, next: 0 };
+    read_lines(&mut snapshot, started, whole)?;
+    Ok(snapshot)
 }
 
-/// Applies `hunks` (ascending, non-overlapping) as one undo step, if the
-/// buffer is still at `expected_tick`. Returns the new changedtick.
-pub fn apply(bufnr: i32, expected_tick: u32, hunks: &[Hunk], final_eol: FinalEol) -> Result<u32, ApplyError> {
+/// Reads on in a snapshot started earlier; `None` when the buffer changed
+/// since (or is gone): the snapshot must start again.
+pub fn continue_snapshot(mut snapshot: Snapshot, whole: bool) -> Result<Option<Snapshot>, String> {
+    let started = Instant::now();
+    let tick: Option<u32> =
+        lua::helper("loaded_changedtick", snapshot.text.bufnr).map_err(|e| api_err("reading the buffer", e))?;
+    if tick != Some(snapshot.text.changedtick) {
+        return Ok(None);
+    }
+    read_lines(&mut snapshot, started, whole)?;
+    Ok(Some(snapshot))
+}
+
+/// Lines read per call of the C API while a snapshot slice runs.
+const SNAPSHOT_CHUNK_LINES: usize = 4096;
+
+fn read_lines(snapshot: &mut Snapshot, started: Instant, whole: bool) -> Result<(), String> {
+    while !snapshot.done() {
+        let end = (snapshot.next + SNAPSHOT_CHUNK_LINES).min(snapshot.text.line_count);
+        super::bulk::append_lines(snapshot.text.bufnr, snapshot.next, end, &mut snapshot.text.joined)?;
+        snapshot.next = end;
+        if !whole && started.elapsed() >= SLICE_BUDGET {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Applies `plan`'s ops from `from` on for one slice of the main thread's
+/// time (all of them when `whole`), if the buffer is still at `tick`: the
+/// first slice starts the edit's undo step, the others join it, the last
+/// sets the final end-of-line.
+pub fn apply_slice(plan: &EditPlan, from: usize, tick: u32, whole: bool) -> Result<Sliced, ApplyError> {
+    let started = Instant::now();
+    let bufnr = plan.bufnr;
     let fail = |e: mlua::Error| ApplyError::Failed(api_err("applying the edit", e));
-    if !lua::helper::<_, bool>("apply_begin", (bufnr, expected_tick, !hunks.is_empty())).map_err(fail)? {
+    let ops = plan.ops();
+    let ready: bool = if from == 0 {
+        lua::helper("apply_begin", (bufnr, tick, !ops.is_empty())).map_err(fail)?
+    } else {
+        lua::helper("apply_continue", (bufnr, tick)).map_err(fail)?
+    };
+    if !ready {
         return Err(ApplyError::Changed);
     }
-    // Last hunk first so earlier line numbers stay valid; changes made in
-    // one main-thread job, with no user input between them, are one undo step.
-    for hunk in hunks.iter().rev() {
-        super::bulk::set_lines(bufnr, hunk.start, hunk.old_end, &hunk.lines).map_err(ApplyError::Failed)?;
+    let mut next = from;
+    while next < ops.len() {
+        let op = &ops[next];
+        super::bulk::set_lines(bufnr, op.start, op.old_end, plan.lines(op)).map_err(ApplyError::Failed)?;
+        next += 1;
+        if !whole && started.elapsed() >= SLICE_BUDGET {
+            break;
+        }
     }
-    lua::helper::<_, u32>("apply_end", (bufnr, final_eol)).map_err(fail)
+    let tick = if next == ops.len() {
+        lua::helper::<_, u32>("apply_end", (bufnr, plan.final_eol)).map_err(fail)?
+    } else {
+        lua::helper::<_, u32>("changedtick", bufnr).map_err(fail)?
+    };
+    Ok(Sliced { tick, next })
 }
 
-/// Applies an edit and writes the buffer with Neovim's own `:write` (whose
-/// autocommands `autocmds` names: "all", "post" or "none"), in one
-/// main-thread job, if the file is still at `stamp`. When the write fails
-/// the edit is undone: nothing is left half-done, and the error says why
-/// (`E45`, `E212`, `E513`, ...).
-pub fn apply_and_write(
+/// Writes the buffer (an edit applied, the buffer at `tick`) with Neovim's
+/// own `:write` (whose autocommands `autocmds` names: "all", "post" or
+/// "none"), if the file is still at `stamp`. When the write fails and
+/// `undo` is set the edit is undone (unless the user typed since): nothing
+/// is left half-done, and the error says why (`E45`, `E212`, `E513`, ...).
+pub fn write_applied(
     bufnr: i32,
-    expected_tick: u32,
-    hunks: Vec<Hunk>,
-    final_eol: FinalEol,
+    tick: u32,
     autocmds: &'static str,
     stamp: FileStamp,
     plan: WritePlan,
+    undo: bool,
 ) -> Result<(), ApplyError> {
-    let changed = !hunks.is_empty();
-    apply(bufnr, expected_tick, &hunks, final_eol)?;
     let result = write(bufnr, autocmds, stamp, &plan);
-    if result.is_err() && changed {
+    if result.is_err() && undo {
         // Nothing half-done: the buffer goes back to what it was.
-        let _ = lua::helper::<_, ()>("undo_edit", bufnr);
+        undo_applied(bufnr, tick);
     }
     result
 }
@@ -187,31 +261,22 @@ pub fn undo_applied(bufnr: i32, tick: u32) -> bool {
     now == Some(tick) && lua::helper::<_, ()>("undo_edit", bufnr).is_ok()
 }
 
-/// After a clean buffer took its file's new text: the file's format as
-/// read, not modified, and Neovim's record of the file up to date (no
-/// prompt at the next `:w`, `u` marks the buffer modified). False when the
-/// user typed meanwhile.
-pub fn mark_reloaded(bufnr: i32, tick: u32, disk: &DiskText) -> Result<bool, String> {
-    let err = |e: mlua::Error| api_err("marking the buffer saved", e);
-    let format = (bufnr, tick, disk.line_end.name(), disk.bomb, disk.encoding, disk.eol);
-    if !lua::helper::<_, bool>("set_file_format", format).map_err(err)? {
-        return Ok(false);
+/// After a reload's text went in (the buffer at `tick`): the file's format
+/// as read, Neovim's record of the file up to date (no prompt at the next
+/// `:w`, `u` marks the buffer modified), and not modified unless
+/// `modified` (typed into during the reload). `Changed` when the user typed
+/// since `tick`.
+pub fn mark_reloaded(bufnr: i32, tick: u32, format: FileFormat, modified: bool) -> Result<(), ApplyError> {
+    let err = |e: mlua::Error| ApplyError::Failed(api_err("marking the buffer saved", e));
+    let fields = (bufnr, tick, format.line_end.name(), format.bomb, format.encoding, format.eol);
+    if !lua::helper::<_, bool>("set_file_format", fields).map_err(err)? {
+        return Err(ApplyError::Changed);
     }
     if !file_record::record_saved(bufnr) {
         lua::helper::<_, ()>("checktime_quietly", bufnr).map_err(err)?;
     }
-    lua::helper::<_, ()>("set_unmodified", bufnr).map_err(err)?;
-    Ok(true)
-}
-
-/// A clean buffer takes its file's new text from disk: `hunks` as one undo
-/// step, then the file's format and Neovim's record of the file, all in one
-/// main-thread job (no user input between them).
-pub fn reload(bufnr: i32, tick: u32, hunks: Vec<Hunk>, disk: DiskText) -> Result<(), ApplyError> {
-    let new_tick = if hunks.is_empty() { tick } else { apply(bufnr, tick, &hunks, None)? };
-    match mark_reloaded(bufnr, new_tick, &disk) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ApplyError::Changed),
-        Err(e) => Err(ApplyError::Failed(e)),
+    if !modified {
+        lua::helper::<_, ()>("set_unmodified", bufnr).map_err(err)?;
     }
+    Ok(())
 }

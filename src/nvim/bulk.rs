@@ -1,7 +1,7 @@
-//! Big data through the C API: a whole buffer's text in one pass, for
-//! `readFile` and `editFile` of big buffers, lines set from Rust strings
-//! (an edit's hunks), and a big string into a buffer variable (the OpenCtx
-//! annotations' list).
+//! Big data through the C API: a buffer's text a few thousand lines at a
+//! time (the slices of a snapshot for `readFile` and `editFile` of big
+//! buffers), lines set from Rust strings (an edit's replacements), and a
+//! big string into a buffer variable (the OpenCtx annotations' list).
 //!
 //! Through Lua, `nvim_buf_get_lines` makes a Lua string per line and
 //! `table.concat` copies them all again (about 35 ms for 20 MB). Calling the
@@ -132,14 +132,19 @@ extern "C" {
 /// strict indexing does, from Rust strings: through Lua, a 20 MB edit made
 /// a Lua string per line first (about 450 ms of hashing and GC). Neovim
 /// copies the lines; `lines` is only read. Main thread only.
-pub fn set_lines(buf: i32, start: usize, end: usize, lines: &[String]) -> Result<(), String> {
+pub fn set_lines<'a>(
+    buf: i32,
+    start: usize,
+    end: usize,
+    lines: impl ExactSizeIterator<Item = &'a str>,
+) -> Result<(), String> {
     if !c_api() {
         let set = || -> mlua::Result<()> {
             let lua = lua::lua()?;
             // One string at a time: mlua holds a reference per live value,
             // and a few thousand at once exhaust its stack.
             let list = lua.create_table_with_capacity(lines.len(), 0)?;
-            for (i, line) in lines.iter().enumerate() {
+            for (i, line) in lines.enumerate() {
                 list.raw_set(i + 1, lua.create_string(line)?)?;
             }
             lua::api("nvim_buf_set_lines", (buf, start as i64, end as i64, true, list))
@@ -147,7 +152,6 @@ pub fn set_lines(buf: i32, start: usize, end: usize, lines: &[String]) -> Result
         return set().map_err(|e| format!("nvim_buf_set_lines: {e}"));
     }
     let items: Vec<RawObject> = lines
-        .iter()
         .map(|line| RawObject {
             kind: OBJECT_STRING,
             string: RawString { data: line.as_ptr(), size: line.len() },
@@ -257,19 +261,23 @@ impl RawObject {
     }
 }
 
-/// The buffer's lines joined with `\n` (no final end-of-line). Main thread only.
-pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
+/// Appends lines `start..end` (0-based) of the buffer to `out`, each one
+/// after a `\n` except the buffer's first (the lines joined with `\n`, no
+/// final end-of-line, a piece at a time). Main thread only.
+pub fn append_lines(buf: i32, start: usize, end: usize, out: &mut Vec<u8>) -> Result<(), String> {
     if !c_api() {
         let joined = || -> mlua::Result<mlua::String> {
             lua::lua()?
-                .load("return table.concat(vim.api.nvim_buf_get_lines(..., 0, -1, true), '\\n')")
+                .load("local b, s, e = ... return table.concat(vim.api.nvim_buf_get_lines(b, s, e, true), '\\n')")
                 .set_name("=amp_core/editor/bulk.rs")
-                .call(buf)
+                .call((buf, start as i64, end as i64))
         };
         let text = joined().map_err(|e| format!("nvim_buf_get_lines: {e}"))?;
-        let mut out = Vec::with_capacity(size_hint);
+        if start > 0 && end > start {
+            out.push(b'\n');
+        }
         out.extend_from_slice(&text.as_bytes());
-        return Ok(out);
+        return Ok(());
     }
     let mut arena = Arena { cur_blk: null_mut(), pos: 0, size: 0 };
     let mut err = RawError { kind: NO_ERROR, msg: null_mut() };
@@ -277,7 +285,16 @@ pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
     // returned array and its strings live in the arena until it is freed
     // below, after the copy.
     unsafe {
-        let lines = nvim_buf_get_lines(LUA_INTERNAL_CALL, buf, 0, -1, true, &mut arena, null_mut(), &mut err);
+        let lines = nvim_buf_get_lines(
+            LUA_INTERNAL_CALL,
+            buf,
+            start as i64,
+            end as i64,
+            true,
+            &mut arena,
+            null_mut(),
+            &mut err,
+        );
         let result = if let Some(message) = take_error(&mut err, "nvim_buf_get_lines") {
             Err(message)
         } else {
@@ -286,16 +303,15 @@ pub fn lines_joined(buf: i32, size_hint: usize) -> Result<Vec<u8>, String> {
             } else {
                 std::slice::from_raw_parts(lines.items, lines.size)
             };
-            let mut out = Vec::with_capacity(size_hint.max(items.len()));
             for (i, item) in items.iter().enumerate() {
-                if i > 0 {
+                if start + i > 0 {
                     out.push(b'\n');
                 }
                 if item.kind == OBJECT_STRING && !item.string.data.is_null() && item.string.size > 0 {
                     out.extend_from_slice(std::slice::from_raw_parts(item.string.data, item.string.size));
                 }
             }
-            Ok(out)
+            Ok(())
         };
         arena_mem_free(arena_finish(&mut arena));
         result

@@ -2,16 +2,19 @@
 //! thread (through [`bridge::on_main`]), doing only the editor's part.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::bridge::{self, on_main, BridgeError};
 use super::{api_err, buffers, diagnostics, events, file_record, files, find_buffer, lua, open, path_from_lua, review};
 use crate::core::buffer::{ApplyError, BufferText, WritePlan};
+use crate::core::checked_file::CheckedPath;
+use crate::core::edit_plan::EditPlan;
 use crate::core::editor::{
-    BufferEdit, Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, TextToSelect, WriteRequest,
+    Editor, EditorError, FileChange, OpenBuffer, Pending, RawDiagnostic, Sliced, TextToSelect, WriteRequest,
 };
-use crate::core::filetext::DiskText;
+use crate::core::filetext::FileFormat;
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::uri::LineSelection;
 
@@ -37,17 +40,57 @@ fn main_or_refused<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Se
     Box::pin(async move { on_main(f).await.map_err(EditorError::from)?.map_err(EditorError::Refused) })
 }
 
+/// Snapshots that start over this many times because the buffer changed
+/// between their slices are then taken in one slice.
+const SNAPSHOT_ATTEMPTS: usize = 3;
+
+/// A buffer's text read one slice of the main thread's time after another
+/// (`start` begins it, all of it when told `whole`), so a big buffer does
+/// not hold the keys typed meanwhile. A change between slices starts it
+/// again; after [`SNAPSHOT_ATTEMPTS`] it is read in one slice.
+async fn sliced_snapshot(
+    start: impl Fn(bool) -> Result<Option<buffers::Snapshot>, String> + Send + Sync + 'static,
+) -> Result<Option<BufferText>, EditorError> {
+    let start = Arc::new(start);
+    for attempt in 0.. {
+        let whole = attempt + 1 >= SNAPSHOT_ATTEMPTS;
+        let begin = start.clone();
+        let Some(mut snapshot) = on_main(move || begin(whole)).await?.map_err(EditorError::Refused)? else {
+            return Ok(None);
+        };
+        loop {
+            if snapshot.done() {
+                return Ok(Some(snapshot.text));
+            }
+            match on_main(move || buffers::continue_snapshot(snapshot, whole)).await?.map_err(EditorError::Refused)? {
+                Some(more) => snapshot = more,
+                None => break,
+            }
+        }
+    }
+    unreachable!("the last attempt reads the buffer in one slice")
+}
+
 impl Editor for Neovim {
     fn loaded_text(&self, paths: Vec<PathBuf>) -> Pending<'_, Option<BufferText>> {
-        main_or_refused(move || buffers::loaded_text(paths))
+        Box::pin(sliced_snapshot(move |whole| buffers::loaded_text(paths.clone(), whole)))
     }
 
-    fn text_for_edit(&self, paths: Vec<PathBuf>) -> Pending<'_, BufferText> {
-        main_or_refused(move || buffers::text_for_edit(paths))
+    fn text_for_edit(&self, paths: Vec<PathBuf>, file: CheckedPath) -> Pending<'_, BufferText> {
+        Box::pin(async move {
+            let snapshot = sliced_snapshot(move |whole| buffers::text_for_edit(paths.clone(), &file, whole).map(Some));
+            snapshot.await?.ok_or_else(|| EditorError::Refused("the buffer went away".into()))
+        })
     }
 
-    fn apply(&self, edit: BufferEdit) -> Pending<'_, Result<u32, ApplyError>> {
-        main(move || buffers::apply(edit.bufnr, edit.tick, &edit.hunks, edit.final_eol))
+    fn apply_slice(
+        &self,
+        plan: Arc<EditPlan>,
+        from: usize,
+        tick: u32,
+        whole: bool,
+    ) -> Pending<'_, Result<Sliced, ApplyError>> {
+        main(move || buffers::apply_slice(&plan, from, tick, whole))
     }
 
     fn undo_applied(&self, bufnr: i32, tick: u32) -> Pending<'_, bool> {
@@ -69,27 +112,25 @@ impl Editor for Neovim {
         main(move || buffers::replace_applied(bufnr, tick, write.autocmds, write.stamp, &tmp, &target))
     }
 
-    fn apply_and_write(
+    fn write_applied(
         &self,
-        edit: BufferEdit,
+        bufnr: i32,
+        tick: u32,
         write: WriteRequest,
         plan: WritePlan,
+        undo: bool,
     ) -> Pending<'_, Result<(), ApplyError>> {
-        main(move || {
-            buffers::apply_and_write(
-                edit.bufnr,
-                edit.tick,
-                edit.hunks,
-                edit.final_eol,
-                write.autocmds,
-                write.stamp,
-                plan,
-            )
-        })
+        main(move || buffers::write_applied(bufnr, tick, write.autocmds, write.stamp, plan, undo))
     }
 
-    fn reload(&self, edit: BufferEdit, disk: DiskText) -> Pending<'_, Result<(), ApplyError>> {
-        main(move || buffers::reload(edit.bufnr, edit.tick, edit.hunks, disk))
+    fn mark_reloaded(
+        &self,
+        bufnr: i32,
+        tick: u32,
+        format: FileFormat,
+        modified: bool,
+    ) -> Pending<'_, Result<(), ApplyError>> {
+        main(move || buffers::mark_reloaded(bufnr, tick, format, modified))
     }
 
     fn file_changed(&self, path: PathBuf, change: FileChange) -> Pending<'_, ()> {
@@ -105,7 +146,7 @@ impl Editor for Neovim {
         main_or_refused(move || diagnostics::collect(under))
     }
 
-    fn open_file(&self, path: PathBuf, selection: Option<LineSelection>) -> Pending<'_, ()> {
+    fn open_file(&self, path: CheckedPath, selection: Option<LineSelection>) -> Pending<'_, ()> {
         main_or_refused(move || open::open_path(path, selection))
     }
 

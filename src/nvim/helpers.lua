@@ -125,10 +125,12 @@ function H.snapshot(buf)
   local count = api.nvim_buf_line_count(buf)
   local size = api.nvim_buf_get_offset(buf, count)
   if count == 1 and size <= 1 then
-    -- One empty line, or no line at all ("--No lines in buffer--"): only
-    -- line2byte() tells them apart.
+    -- One empty line, or no line at all ("--No lines in buffer--", which
+    -- :w writes as nothing): wordcount() reads the memline's ML_EMPTY flag.
+    -- line2byte() does not, once lines were deleted through the API (a
+    -- reload of a file truncated to nothing).
     if api.nvim_buf_call(buf, function()
-      return fn.line2byte(2) == -1
+      return fn.wordcount().bytes == 0
     end) then
       count = 0
     end
@@ -197,6 +199,22 @@ function H.apply_begin(buf, tick, has_hunks)
       vim.cmd("let &g:undolevels = &g:undolevels")
     end)
   end
+  return true
+end
+
+--- Before a later slice of an edit (src/nvim/buffers.rs apply_slice): false
+--- when someone changed the buffer since `tick`; otherwise the slice joins
+--- the edit's undo step (Neovim closes undo steps while it waits for keys).
+function H.apply_continue(buf, tick)
+  if not api.nvim_buf_is_loaded(buf) then
+    error("the buffer was closed during the edit")
+  end
+  if api.nvim_buf_get_changedtick(buf) ~= tick then
+    return false
+  end
+  api.nvim_buf_call(buf, function()
+    pcall(vim.cmd, "undojoin")
+  end)
   return true
 end
 
@@ -535,6 +553,14 @@ end
 
 function H.changedtick(buf)
   return api.nvim_buf_get_changedtick(buf)
+end
+
+--- The changedtick of a loaded buffer; nil when it is gone or unloaded.
+function H.loaded_changedtick(buf)
+  if api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf) then
+    return api.nvim_buf_get_changedtick(buf)
+  end
+  return nil
 end
 
 function H.global_option(name)

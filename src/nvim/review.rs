@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use crate::core::editor::EditorError;
 use crate::core::rebase::rebase;
 use crate::core::review::{admit, disk_text, original_text, Decision, Owner, Proposal, ReviewEnd};
+use crate::core::sync::LockExt;
 use crate::nvim::bridge::on_main;
 use crate::nvim::lua as nvim;
 
@@ -53,7 +54,7 @@ const FILL_SLICE_BYTES: usize = 256 * 1024;
 const FILL_SLICE_LINES: usize = 4096;
 
 fn with_pending<R>(f: impl FnOnce(&mut HashMap<Key, Waiting>) -> R) -> R {
-    let mut guard = PENDING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut guard = PENDING.locked();
     f(guard.get_or_insert_with(HashMap::new))
 }
 
@@ -107,8 +108,9 @@ fn answer(key: &Key, decision: Decision) -> bool {
 /// The buffer's text of `path` when it has unsaved changes, and its
 /// changedtick.
 async fn unsaved_text(path: &Path) -> Result<Option<(String, u32)>, EditorError> {
-    let paths = vec![path.to_path_buf()];
-    let loaded = on_main(move || super::buffers::loaded_text(paths)).await?.map_err(EditorError::Refused)?;
+    use crate::core::editor::Editor;
+    // Read in slices of the main thread, as an agent's readFile is.
+    let loaded = super::editor::Neovim.loaded_text(vec![path.to_path_buf()]).await?;
     Ok(loaded.filter(|b| b.modified).map(|b| {
         let tick = b.changedtick;
         (b.file_text(), tick)
@@ -240,7 +242,7 @@ fn fill(session: u64, name: String, left: i32, right: i32) -> bool {
                 let n = slice.len();
                 // The empty buffer's one line is replaced by the first slice.
                 let end = if at == 0 { 1 } else { at };
-                match on_main(move || super::bulk::set_lines(buf, at, end, &slice)).await {
+                match on_main(move || super::bulk::set_lines(buf, at, end, slice.iter().map(String::as_str))).await {
                     Ok(Ok(())) => at += n,
                     // The view was closed meanwhile (its buffers gone): stop.
                     Ok(Err(e)) => {

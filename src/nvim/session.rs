@@ -28,6 +28,7 @@ const FRONT_ENDS: &[(&str, Start)] = &[
     ("amp", crate::amp::server::start),
     ("claude", crate::claude::server::start),
     ("gemini", crate::gemini::server::start),
+    ("mcp", crate::mcp_server::server::start),
 ];
 
 struct Session {

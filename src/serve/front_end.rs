@@ -48,6 +48,31 @@ pub trait FrontEnd: Send + Sync {
 /// A discovery file being written.
 pub type Announce = Pin<Box<dyn Future<Output = Result<PathBuf, DiscoveryError>> + Send>>;
 
+/// `write` of `agent`'s discovery file, logged once it is on disk with
+/// where the front-end listens (`at`: "127.0.0.1:4242", a socket's path).
+pub fn announce(
+    agent: Agent,
+    at: String,
+    write: impl Future<Output = Result<PathBuf, DiscoveryError>> + Send + 'static,
+) -> Announce {
+    Box::pin(async move {
+        let path = write.await?;
+        crate::core::log::info(format!("{}: listening on {at}, discovery file {}", agent.id, path.display()));
+        Ok(path)
+    })
+}
+
+/// What `status()` shows of every front-end: enabled, where it listens, its
+/// discovery file and its clients now; each adds what is its own.
+pub fn base_status(port: Option<u16>, discovery_file: &Path, clients: usize) -> Value {
+    serde_json::json!({
+        "enabled": true,
+        "port": port,
+        "discovery_file": discovery_file.to_string_lossy(),
+        "clients": clients,
+    })
+}
+
 /// A front-end that started: itself, and the first write of its discovery
 /// file (the session tells `User AmpServerStarted` once every one is on disk).
 pub struct Started {

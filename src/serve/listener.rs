@@ -237,6 +237,15 @@ pub fn bind_loopback(choice: PortChoice) -> io::Result<StdTcpListener> {
     Err(last.unwrap_or_else(|| io::Error::other("no port to try")))
 }
 
+/// [`bind_loopback`] as a tokio listener for `agent`'s front-end, and its
+/// port (errors name the agent). Inside the runtime, on the main thread.
+pub fn listen_loopback(agent: &str, choice: PortChoice) -> Result<(TcpListener, u16), String> {
+    let cannot = |e: io::Error| format!("{agent}: cannot listen on 127.0.0.1: {e}");
+    let listener = bind_loopback(choice).map_err(cannot)?;
+    let port = listener.local_addr().map_err(cannot)?.port();
+    Ok((TcpListener::from_std(listener).map_err(cannot)?, port))
+}
+
 /// A Unix socket at `path` in the private directory `dir` (0700, ours, no
 /// symbolic link: `discovery::ensure_dir`), the socket itself 0600. A
 /// socket file left by an editor that died is replaced; any other file

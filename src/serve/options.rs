@@ -100,7 +100,7 @@ impl Default for ServerOptions {
             log_file: None,
             log_level: "info".into(),
             write_autocmds: "post",
-            max_file_bytes: 32 * 1024 * 1024,
+            max_file_bytes: crate::core::checked_file::DEFAULT_MAX_FILE_BYTES,
             read_options: crate::core::filetext::ReadOptions::default(),
             agents: Agents::default(),
             review_edit_file: false,

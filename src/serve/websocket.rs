@@ -137,6 +137,17 @@ pub trait Protocol: Send + Sync + 'static {
     ) -> impl Future<Output = Option<Outgoing>> + Send;
 }
 
+/// Accepts `protocol`'s clients on `listener` until the session stops, as
+/// one of its tasks.
+pub fn spawn_accepting<P: Protocol>(protocol: Arc<P>, listener: tokio::net::TcpListener) {
+    let hub = protocol.hub().clone();
+    let agent = protocol.agent().id;
+    let serve = move |stream, slot| serve(protocol.clone(), stream, slot);
+    let handshakes = hub.handshakes.clone();
+    let accepting = hub.clone();
+    hub.spawn(async move { super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await });
+}
+
 /// Serves one accepted connection of `protocol`.
 pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: HandshakeSlot) {
     let hub = protocol.hub().clone();

@@ -18,7 +18,7 @@ from conftest import lua_literal, wait_for
 # over RPC as an empty list.
 DEFAULTS = {
     "auto_start": True,
-    "agents": {"amp": True, "claude": False, "gemini": False},
+    "agents": {"amp": True, "claude": False, "gemini": False, "mcp": False},
     "notify": {"connections": True},
     "review": {
         "edit_file": False,
@@ -49,7 +49,8 @@ DEFAULTS = {
         "position": "right",
         "size": 0.4,
         "cmd": {"amp": ["amp"], "claude": ["claude", "--permission-mode", "default"], "gemini": ["gemini"],
-                "opencode": ["opencode"]},
+                "opencode": ["opencode"], "cursor": ["cursor-agent"], "crush": ["crush"],
+                "goose": ["goose", "session"], "kiro": ["kiro-cli", "chat"]},
     },
     "openctx": {
         "enabled": True,
@@ -218,8 +219,11 @@ INVALID = [
     ("{ openctx = { node_command = '' } }", 'amp: setup: openctx.node_command must be a command name or path, got ""'),
     ("{ openctx = { timeout_ms = 600001 } }", "amp: setup: openctx.timeout_ms must be at most 600000, got 600001"),
     ("{ terminal = 'right' }", 'amp: setup: terminal must be a table, got "right"'),
-    ("{ terminal = { default = 'cursor' } }",
-     'amp: setup: terminal.default must be one of amp|claude|gemini|opencode, got "cursor"'),
+    ("{ terminal = { default = 'nano' } }",
+     'amp: setup: terminal.default must be an agent named in terminal.cmd '
+     '(amp|claude|gemini|opencode|crush|cursor|goose|kiro), got "nano"'),
+    ("{ terminal = { cmd = { aider = 'aider' } } }",
+     'amp: setup: terminal.cmd.aider must be a non-empty list of strings, got "aider"'),
     ("{ terminal = { position = 'middle' } }",
      'amp: setup: terminal.position must be one of right|left|bottom|top|float, got "middle"'),
     ("{ terminal = { size = 0 } }", "amp: setup: terminal.size must be a positive number, got 0"),

@@ -279,6 +279,49 @@ def test_u_of_an_agent_edit_marks_the_buffer_modified_and_redo_unmodified(ed, c)
     assert modified(ed, p) is False, "back at the text on disk"
 
 
+@pytest.mark.parametrize("loaded", [False, True], ids=["unloaded", "loaded"])
+@pytest.mark.parametrize("how", ["full", "range"])
+def test_text_put_into_an_empty_file_is_written_as_neovims_own_write(ed, c, loaded, how):
+    """Neovim's :e of an empty file, the same change and :w write "x\n"
+    (an empty file has no final newline an agent could have taken away)."""
+    p = make(ed, f"into-empty-{how}.txt", b"")
+    expected = neovim_reference(ed, p, lambda buf: ed.nvim.api.buf_set_lines(buf, 0, -1, False, ["x"]))
+    assert expected == b"x\n"
+    if loaded:
+        open_in_nvim(ed, p)
+    r = edit(c, p, fullContent="x") if how == "full" else edit(c, p, start=0, end=0, newText="x")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == expected
+    assert read(c, p) == "x\n"
+    assert modified(ed, p) is False
+
+
+def test_a_loaded_file_truncated_outside_reads_and_writes_as_neovims_own_edit(ed, c):
+    """After an outside write empties a loaded file, the buffer holds what
+    Neovim's own :e of the empty file holds: readFile answers "" (as for the
+    same file unloaded), and the user's :w writes nothing, byte for byte as
+    Neovim's :e + :w of a copy."""
+    p = make(ed, "truncated.txt", b"abc\ndef\n")
+    open_in_nvim(ed, p)
+    wait_watched(ed)
+    agent_write(p, "")
+    wait_event(ed, p, "reloaded")
+    twin = make(ed, "truncated-twin.txt", b"")
+    assert read(c, twin) == ""
+    assert read(c, p) == read(c, twin)
+    assert ed.lua("local b = ... return vim.api.nvim_buf_call(b, function() return vim.fn.wordcount().bytes end)",
+                  ed.bufnr(p)) == 0, "the buffer is empty as :e leaves an empty file"
+    expected = neovim_reference(ed, twin, lambda buf: None)
+    buf = ed.bufnr(p)
+    ed.nvim.api.cmd({"cmd": "buffer", "args": [str(buf)]}, {})
+    ed.nvim.api.cmd({"cmd": "write", "mods": {"silent": True}}, {})
+    assert p.read_bytes() == expected == b""
+    # An agent's edit of it is then the same as of an empty file.
+    r = edit(c, p, fullContent="x")
+    assert r.get("success") is True, r
+    assert p.read_bytes() == b"x\n"
+
+
 def test_u_of_a_reload_marks_the_buffer_modified(ed):
     p = make(ed, "undo-reload.txt", b"one\ntwo\n")
     open_in_nvim(ed, p)

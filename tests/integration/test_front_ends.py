@@ -28,9 +28,11 @@ import pytest
 
 from conftest import wait_for
 from mcp_clients import Events, Http, Mcp, handshake
-from review_helpers import wait_proposals
+from review_helpers import proposals, wait_proposals
 
-AGENTS = ["amp", "claude", "gemini"]
+AGENTS = ["amp", "claude", "gemini", "mcp"]
+# The front-ends over MCP Streamable HTTP with a bearer token.
+HTTP = ("gemini", "mcp")
 CLAUDE_HEADER = "x-claude-code-ide-authorization"
 
 
@@ -203,7 +205,7 @@ def server_closes(sock: socket.socket, timeout: float) -> bool:
 
 
 def setup_for(agent: str, tmp, **extra) -> dict:
-    agents = {"amp": agent == "amp", "claude": agent == "claude", "gemini": agent == "gemini"}
+    agents = {a: agent == a for a in AGENTS}
     opts = {"agents": agents, "_wait": agent == "amp", "_extra_env": {"TMPDIR": str(tmp)}}
     opts.update(extra)
     return opts
@@ -229,7 +231,7 @@ def test_a_wrong_or_missing_token_is_refused_and_its_connection_closed(front_fac
     front = front_factory(agent)
     for token in (None, "wrong-" + front.token[6:], front.token + "x", ""):
         kind, code, closed = front.outcome(front.raw_request(token=token))
-        if agent == "gemini":
+        if agent in HTTP:
             assert (kind, code) == ("http", 401), (token, kind, code)
         else:
             # Amp's CLI explains only a close after the upgrade (1000); Claude: 1008.
@@ -248,7 +250,7 @@ def test_a_foreign_host_or_an_origin_is_forbidden(front_factory, agent):
         kind, code, closed = front.outcome(front.raw_request(host=host, origin=origin))
         assert (kind, code) == ("http", 403), (host, origin, kind, code)
         assert closed, (host, origin)
-    admitted = ("http", 200) if agent == "gemini" else ("open", 101)
+    admitted = ("http", 200) if agent in HTTP else ("open", 101)
     for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
         kind, code, _ = front.outcome(front.raw_request(host=host))
         assert (kind, code) == admitted, (host, kind, code)
@@ -345,7 +347,7 @@ LIMIT = 4096
 def test_a_message_at_the_size_limit_is_answered_and_one_byte_more_refused(front_factory, agent):
     front = front_factory(agent, server={"max_frame_bytes": LIMIT})
     at, over = sized_request(agent, LIMIT), sized_request(agent, LIMIT + 1)
-    if agent == "gemini":
+    if agent in HTTP:
         c = front.connect()
         headers = {"Mcp-Session-Id": c.session}
         conn, resp = c.send("POST", at, headers=headers)
@@ -395,10 +397,10 @@ def test_request_headers_up_to_64_kib(front_factory, agent):
 
     assert len(with_head_of(64 * 1024)) - len(body) == 64 * 1024
     kind, code, _ = front.outcome(with_head_of(64 * 1024))
-    assert (kind, code) == (("http", 200) if agent == "gemini" else ("open", 101)), (kind, code)
+    assert (kind, code) == (("http", 200) if agent in HTTP else ("open", 101)), (kind, code)
     kind, code, closed = front.outcome(with_head_of(64 * 1024 + 1))
     # HTTP says why (431); the WebSocket upgrade is dropped unanswered.
-    assert (kind, code) == (("http", 431) if agent == "gemini" else ("dropped", 0)), (kind, code)
+    assert (kind, code) == (("http", 431) if agent in HTTP else ("dropped", 0)), (kind, code)
     assert closed
     front.ping(front.connect())
 
@@ -409,7 +411,7 @@ def test_request_headers_up_to_64_kib(front_factory, agent):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_pipelined_requests_are_all_answered_in_order(front_factory, agent):
     front = front_factory(agent)
-    n = 300 if agent != "gemini" else 60
+    n = 300 if agent not in HTTP else 60
     if agent == "amp":
         c = front.connect()
         for i in range(n):
@@ -487,7 +489,7 @@ def test_a_client_that_never_reads_is_dropped_and_memory_stays_bounded(front_fac
     before = rss_bytes(ed.pid)
     sock = socket.create_connection(("127.0.0.1", front.port), timeout=5)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    if agent == "gemini":
+    if agent in HTTP:
         c = front.connect()
         one = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
         raw = front.raw_request(body=one, extra=[("Mcp-Session-Id", c.session)])
@@ -573,7 +575,7 @@ def test_stalled_requests_hold_no_place_and_are_dropped(front_factory, agent):
     for _ in range(20):
         s = socket.create_connection(("127.0.0.1", front.port), timeout=5)
         data = front.raw_request()
-        if agent == "gemini":
+        if agent in HTTP:
             body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
             data = front.raw_request(body=body, extra=[("Mcp-Session-Id", client.session)])
             data = data.replace(f"Content-Length: {len(body)}".encode(), b"Content-Length: 100000")
@@ -587,7 +589,7 @@ def test_stalled_requests_hold_no_place_and_are_dropped(front_factory, agent):
     assert time.monotonic() - started < 3, "the real client waited for the stalled ones"
     front.ping(front.connect())
     # Dropped by their deadlines: 2 s for a handshake, 10 s for a body.
-    within = 6 if agent != "gemini" else 14
+    within = 6 if agent not in HTTP else 14
     assert all(server_closes(s, within) for s in stalled), "a stalled connection was kept"
     for s in stalled:
         s.close()
@@ -606,6 +608,27 @@ def propose(front: Front, client, path, text: str, name: str):
             "name": "openDiff", "arguments": {"old_file_path": str(path), "new_file_path": str(path),
                                               "new_file_contents": text, "tab_name": name}}}))
         return client.next_id
+    if front.agent == "mcp":
+        # propose_edit answers with the user's decision: it waits, on a
+        # connection of its own.
+        body = {"jsonrpc": "2.0", "id": name, "method": "tools/call",
+                "params": {"name": "propose_edit", "arguments": {"path": str(path), "newText": text}}}
+        answer = {}
+
+        def wait():
+            try:
+                conn, resp = client.send("POST", body, timeout=60)
+                answer["reply"] = json.loads(resp.read())
+                conn.close()
+            except OSError as e:
+                answer["error"] = e
+
+        # One at a time: connections opened all at once would compete for
+        # the handshake slots (server.max_pending_handshakes).
+        before = len(proposals(front.ed))
+        threading.Thread(target=wait, daemon=True).start()
+        wait_for(lambda: len(proposals(front.ed)) > before or answer, 10, "the proposal to arrive")
+        return answer
     return client.tool("openDiff", {"filePath": str(path), "newContent": text})
 
 
@@ -640,6 +663,11 @@ def test_proposals_waiting_for_the_user_leave_the_connection_answering(front_fac
         while reply.get("id") != rid:
             reply = json.loads(client.ws.recv(timeout=10))
         assert "32 reviews wait" in json.dumps(reply), reply
+    elif agent == "mcp":
+        answer = propose(front, client, paths[32], "new\n", "tab 32")
+        reply = wait_for(lambda: answer.get("reply"), 10, "the 33rd proposal's answer")
+        assert reply["result"]["isError"] is True, reply
+        assert "32 reviews wait" in reply["result"]["content"][0]["text"], reply
     else:
         propose(front, client, paths[32], "new\n", "tab 32")
         rejected = events.wait("ide/diffRejected", lambda p: p["filePath"] == str(paths[32]))
@@ -660,9 +688,9 @@ def test_every_agent_is_registered_by_name_in_events_and_the_statusline(front_fa
         vim.api.nvim_create_autocmd('User', { pattern = { 'AmpClientConnected', 'AmpClientDisconnected' },
           callback = function(ev) table.insert(_G.seen, { ev.match, ev.data.agent, ev.data.name }) end })
     """)
-    name = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini"}[agent]
+    name = {"amp": "Amp", "claude": "Claude", "gemini": "Gemini", "mcp": "MCP"}[agent]
     client = front.connect()
-    stream = Events(client) if agent == "gemini" else None
+    stream = Events(client) if agent in HTTP else None
     wait_for(lambda: ed.lua("return require('amp').statusline()") == f"amp: 1 agent ({name})", 5,
              "the statusline to name the agent")
     assert front.status()["clients"] == 1
@@ -688,7 +716,7 @@ def test_a_disabled_agent_binds_nothing_writes_nothing_and_is_reported_off(nvim_
     status = ed.lua("return require('amp').status()")
     assert status["agents"][agent] == {"enabled": False}, status["agents"][agent]
     dirs = {"amp": amp_env.lockfile_dir, "claude": amp_env.home / ".claude" / "ide",
-            "gemini": tmp / "gemini" / "ide"}
+            "gemini": tmp / "gemini" / "ide", "mcp": amp_env.data_home / "amp" / "mcp"}
     assert not dirs[agent].exists() or not any(dirs[agent].iterdir()), list(dirs[agent].iterdir())
     if agent == "amp":
         assert status.get("port") in (None, ) and status.get("lockfile") in (None, ), status

@@ -408,7 +408,8 @@ def test_a_missing_executable_or_unknown_agent_is_one_line(nvim_factory):
     ed.nvim.command("Amp open nobody")
     assert notes(ed) == [
         "amp: set terminal.cmd.claude or install no-such-agent-xyz: `no-such-agent-xyz` is not on PATH",
-        "amp: use one of amp, claude, gemini, opencode; there is no agent 'nobody'",
+        "amp: use one of amp, claude, gemini, opencode, crush, cursor, goose, kiro (or name it in terminal.cmd); "
+        "there is no agent 'nobody'",
     ]
     assert ed.lua("return #vim.api.nvim_tabpage_list_wins(0)") == 1
     err = ed.lua("local ok, err = pcall(require('amp').setup, { terminal = { position = 'middle' } }); return err")

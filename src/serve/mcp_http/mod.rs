@@ -52,7 +52,7 @@ use self::sse::{Body, Feed};
 use super::admission::{Admission, Policy, Request as Admitted};
 use super::budget::{Held, Share};
 use super::hub::Hub;
-use super::listener::HandshakeSlot;
+use super::listener::{Accept, HandshakeSlot};
 use super::registry::Agent;
 use super::write_deadline::{Abort, WriteDeadline, WRITE_TIMEOUT};
 use crate::core::log;
@@ -126,6 +126,27 @@ enum Standing {
     Pending(HandshakeSlot),
     Admitted(OwnedSemaphorePermit),
     Vacant,
+}
+
+/// Accepts `protocol`'s connections on `listener` (loopback TCP or a Unix
+/// socket) until the session stops, as one of its tasks; its sessions end
+/// with it (their event streams close).
+pub fn spawn_accepting<P, L>(protocol: Arc<P>, listener: L)
+where
+    P: Protocol,
+    L: Accept,
+    L::Stream: Abort,
+{
+    let hub = protocol.hub().clone();
+    let agent = protocol.agent().id;
+    let serving = protocol.clone();
+    let serve = move |stream, slot| serve(serving.clone(), stream, slot);
+    let handshakes = hub.handshakes.clone();
+    let accepting = hub.clone();
+    hub.spawn(async move {
+        super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await;
+        protocol.http().sessions.end_all();
+    });
 }
 
 /// Serves one accepted connection (TCP or Unix socket) of `protocol`.

@@ -1,0 +1,122 @@
+//! An agent's edit the user reviews before it is written (Amp's `editFile`
+//! with `review.edit_file`, the MCP server's `propose_edit`): the proposal
+//! is offered (`core::review`), the decision awaited for at most the
+//! review's time limit, and what the user accepts, their own changes
+//! included, is written as `:w` writes it (`core::file_ops`), provided the
+//! file's text is still the one the proposal was made from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::editor::EditorError;
+use super::file_ops::{Edited, FileAccess};
+use super::review::{Decision, Proposal, ReviewEnd};
+
+/// What became of a reviewed edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The user accepted `text` (the proposal with their own changes) and
+    /// it was written.
+    Written { text: String, edited: Edited },
+    /// The user rejected it: nothing was written.
+    Rejected,
+    /// Nobody decided within the time limit: the review was closed (the
+    /// user told in one line) and nothing was written.
+    TimedOut,
+    /// Not offered, or accepted but not written, for this reason (a
+    /// refusal of the editor, the file changed during the review, ...).
+    Refused(String),
+}
+
+/// Offers `proposal` (whose `original` is the text it was made from, as
+/// `readFile` answers it), waits at most `timeout` for the decision, and
+/// writes what was accepted.
+pub async fn review_and_write(
+    files: &FileAccess<'_>,
+    proposal: Proposal,
+    timeout: Duration,
+) -> Result<Outcome, EditorError> {
+    let editor = files.editor;
+    let (owner, name, path) = (proposal.owner, proposal.name.clone(), proposal.path.clone());
+    let original = proposal.original.clone().unwrap_or_default();
+    let accepted = match tokio::time::timeout(timeout, editor.propose(proposal)).await {
+        Err(_) => {
+            // The user is told in one line; the agent by the answer.
+            let _ = editor.close_review(owner, name, ReviewEnd::TimedOut).await;
+            return Ok(Outcome::TimedOut);
+        }
+        Ok(Err(e)) => return Ok(Outcome::Refused(e.refusal()?)),
+        Ok(Ok(Decision::Rejected)) => return Ok(Outcome::Rejected),
+        Ok(Ok(Decision::Accepted(text))) => text,
+    };
+    let final_text = Arc::new(accepted.clone());
+    let new_text = |snapshot: &super::buffer::BufferText| {
+        // The buffer of a file with unsaved changes takes the accepted text
+        // at the decision (lua/amp/review/proposal.lua): that is no change.
+        let now = snapshot.clone().file_text();
+        if now != original && now != *final_text {
+            return Err(format!("{} changed during the review: nothing was written; read it again", path.display()));
+        }
+        Ok(final_text.clone())
+    };
+    Ok(match files.edit(&path, accepted.len() as u64, new_text).await? {
+        Ok(edited) => Outcome::Written { text: accepted, edited },
+        Err(why) => Outcome::Refused(why),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::editor::LoadedBuffers;
+    use crate::core::fake_editor::{Call, FakeEditor};
+    use crate::core::filewatch::FileWatch;
+    use crate::core::review::Owner;
+
+    fn proposal(path: &std::path::Path, original: &str, proposed: &str) -> Proposal {
+        Proposal {
+            name: "t".into(),
+            path: path.to_path_buf(),
+            original: Some(original.into()),
+            proposed: proposed.into(),
+            owner: Owner::new("Test"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_user_decides_what_is_written_and_the_time_limit_closes_the_review() {
+        let dir = crate::testutil::TempDir::new("reviewed-write");
+        let file = dir.0.join("a.txt");
+        std::fs::write(&file, "old\n").unwrap();
+        let editor = FakeEditor::new(true);
+        let (watch, loaded) = (FileWatch::default(), LoadedBuffers::default());
+        loaded.set(vec![]);
+        let files = FileAccess {
+            editor: &editor,
+            watch: &watch,
+            loaded: &loaded,
+            max_file_bytes: 1 << 20,
+            write_autocmds: "post",
+        };
+        editor.decide(vec![Decision::Rejected, Decision::Accepted("mine\n".into())]);
+        let wait = Duration::from_secs(5);
+        assert_eq!(
+            review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap(),
+            Outcome::Rejected
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+        let written = review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap();
+        assert!(matches!(written, Outcome::Written { ref text, .. } if text == "mine\n"), "{written:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
+        // The file changed meanwhile: what was accepted is not written over it.
+        editor.decide(vec![Decision::Accepted("late\n".into())]);
+        let stale = review_and_write(&files, proposal(&file, "old\n", "x\n"), wait).await.unwrap();
+        assert!(matches!(stale, Outcome::Refused(ref why) if why.contains("changed during the review")), "{stale:?}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
+        // Nobody decides: the review is closed as timed out.
+        editor.hold_reviews();
+        let timed_out = review_and_write(&files, proposal(&file, "mine\n", "y\n"), Duration::from_millis(50)).await;
+        assert_eq!(timed_out.unwrap(), Outcome::TimedOut);
+        assert!(editor.calls().iter().any(|c| matches!(c, Call::CloseReview(..))), "{:?}", editor.calls());
+    }
+}
