@@ -26,8 +26,8 @@ def rpc_cpu_overhead(ed: Editor) -> float:
     return statistics.median(vals)
 
 
-# Where readFile's main-thread time goes: the pieces of H.snapshot
-# (src/nvim/helpers.lua) timed alone on the same buffer, and what copying the
+# Where readFile's main-thread time goes: the pieces of the snapshot
+# helper (src/nvim/helpers/buffers.lua) timed alone on the same buffer, and what copying the
 # text straight out of Neovim's memline costs (the C functions ml_get_buf /
 # ml_get_buf_len that the nvim 0.11 binary exports, called through LuaJIT's
 # FFI as Rust would call them). CPU of the main thread, median of `reps`; the
