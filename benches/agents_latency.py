@@ -32,6 +32,9 @@ import pynvim
 from websockets.sync.client import connect
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benches"))
+from bench.editor import LUA_THREAD_CPU  # noqa: E402 - the main thread's CPU clock, as the benchmarks read it
+
 NVIM = os.environ.get("AMP_NVIM", str(ROOT / ".venv" / "bin" / "nvim"))
 
 # Every front-end with a listener this benchmark has a client for.
@@ -41,20 +44,8 @@ MOVES = 50_000
 PAIRS = 7
 
 # Main-thread CPU and wall time of `n` cursor moves, each followed by CursorMoved.
-LUA_MOVES = r"""
+LUA_MOVES = LUA_THREAD_CPU + r"""
 local n = ...
-if not amp_bench_thread_cpu_ns then
-  local ffi = require('ffi')
-  pcall(ffi.cdef, [[
-    typedef struct { long tv_sec; long tv_nsec; } amp_bench_timespec;
-    int clock_gettime(int clk_id, amp_bench_timespec *tp);
-  ]])
-  local ts = ffi.new('amp_bench_timespec')
-  function amp_bench_thread_cpu_ns()
-    ffi.C.clock_gettime(3, ts) -- CLOCK_THREAD_CPUTIME_ID
-    return tonumber(ts.tv_sec) * 1e9 + tonumber(ts.tv_nsec)
-  end
-end
 local set, exec = vim.api.nvim_win_set_cursor, vim.api.nvim_exec_autocmds
 local c0 = amp_bench_thread_cpu_ns()
 for i = 1, n do
@@ -87,7 +78,7 @@ class Editor:
         sock = str(self.tmp / "nvim.sock")
         spec = ", ".join(f"{k} = {str(v).lower()}" for k, v in agents.items())
         self.proc = subprocess.Popen(
-            # matchparen's CursorMoved costs ~30 µs a move: off, as in bench.py.
+            # matchparen's CursorMoved costs ~30 µs a move: off, as in benches/bench.
             [NVIM, "--headless", "--clean", "--listen", sock, "--cmd", "let g:loaded_matchparen = 1",
              "--cmd", f"set rtp^={ROOT}",
              "-c", f"lua require('amp').setup({{ agents = {{ {spec} }} }})", str(f)],
@@ -263,7 +254,7 @@ def main():
         raise
     try:
         for ed in (amp_only, all_of_them):
-            # bench.py's two-line file: the moves alternate between its lines.
+            # benches/bench/cursor_moves.py's two-line file: the moves alternate between its lines.
             moves = ed.tmp / "moves.txt"
             moves.write_text("first line é→😀\nsecond line\n", encoding="utf-8")
             ed.nvim.command("edit " + str(moves))

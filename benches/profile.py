@@ -10,13 +10,14 @@ slow benchmarks, and prints where its time goes (inclusive %, selected frames).
 
 Options: --all-threads (the tokio threads too), --keep (keep perf.data; its path
 is printed). Needs `perf` (kernel.perf_event_paranoid <= 2 for one's own
-processes). Uses the Editor and workloads of benches/bench.py; bounded to
+processes). Uses the Editor and workloads of benches/bench/; bounded to
 about a minute; kills the Neovim it starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -29,25 +30,33 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench  # noqa: E402
+from bench.annotations import LUA_ANNOTATE, PROVIDER_MANY  # noqa: E402
+from bench.clients import RawClient, raw_upgrade  # noqa: E402
+from bench.cursor_moves import LUA_MOVES  # noqa: E402
+from bench.editor import Editor, kill_all  # noqa: E402
+from bench.run import StepTimeout  # noqa: E402
+from bench.stats import MIB  # noqa: E402
+from bench.texts import LUA_BIG_BUFFER, big_text, five_lines_edited  # noqa: E402
+from bench.ui import UiDrain  # noqa: E402
+from harness import time_limit  # noqa: E402
 
 # Frames worth reporting, per workload (inclusive share of the samples).
 FRAMES = {
-    "read": ["amp_core::bridge::drain", "amp_core::editor::buffers::snapshot", "amp_core::editor::bulk::lines_joined",
+    "read": ["amp_core::nvim::bridge::drain", "amp_core::nvim::buffers::snapshot", "amp_core::nvim::bulk::lines_joined",
              "nvim_buf_get_lines", "lj_cf_table_concat", "lj_gc_step", "lj_str_new",
-             "amp_core::editor::buffers::BufferText::file_text", "amp_core::amp::protocol::encode_response",
+             "amp_core::core::buffer::BufferText::file_text", "amp_core::amp::protocol::encode_response",
              "serde_json::value::to_value", "tungstenite::protocol::WebSocketContext::buffer_frame"],
-    "edit": ["amp_core::bridge::drain", "amp_core::editor::buffers::snapshot", "amp_core::editor::bulk::lines_joined",
-             "amp_core::editor::buffers::apply", "mlua::state::raw::RawLua::create_sequence_from",
-             "nlua_api_nvim_buf_set_lines", "nvim_buf_set_lines", "amp_core::editor::buffers::mark_saved",
+    "edit": ["amp_core::nvim::bridge::drain", "amp_core::nvim::buffers::snapshot", "amp_core::nvim::bulk::lines_joined",
+             "amp_core::nvim::buffers::apply", "mlua::state::raw::RawLua::create_sequence_from",
+             "nlua_api_nvim_buf_set_lines", "nvim_buf_set_lines", "amp_core::nvim::buffers::write",
              "buf_check_timestamp", "buf_contents_changed", "readfile", "lj_gc_step", "lj_str_new"],
-    "annotations": ["amp_core::bridge::drain", "amp_core::editor::annotations::render", "nlua_api_nvim_buf_set_var",
+    "annotations": ["amp_core::nvim::bridge::drain", "amp_core::nvim::annotations::render", "nlua_api_nvim_buf_set_var",
                     "nvim_buf_set_var", "mlua::state::raw::RawLua::create_string", "nlua_api_nvim_buf_clear_namespace",
                     "nlua_api_nvim__redraw", "update_screen", "win_update", "decor_providers_invoke_win",
-                    "amp_core::editor::annotations::on_win", "amp_core::editor::annotations::draw_lines",
+                    "amp_core::nvim::annotations::on_win", "amp_core::nvim::annotations::draw_lines",
                     "nlua_api_nvim_buf_set_extmark", "ui_flush", "lj_gc_step"],
     "moves": ["nvim_exec_autocmds", "match_file_pat", "nlua_call_ref", "nlua_push_Dict",
-              "amp_core::session::selection_changed", "amp_core::editor::context::read_selection",
+              "amp_core::nvim::session::selection_changed", "amp_core::nvim::context::read_selection",
               "mlua::table::Table::get", "nlua_api_nvim_get_option_value", "nlua_api_nvim_get_mode",
               "tokio::sync::watch::Sender<T>::send_if_modified"],
 }
@@ -63,7 +72,7 @@ def start_perf(pid: int, out: Path, all_threads: bool) -> subprocess.Popen:
 
 
 def stop_perf(p: subprocess.Popen) -> None:
-    with bench.contextlib.suppress(ProcessLookupError):
+    with contextlib.suppress(ProcessLookupError):
         p.send_signal(signal.SIGINT)
     try:
         p.wait(timeout=60)
@@ -72,18 +81,18 @@ def stop_perf(p: subprocess.Popen) -> None:
         p.wait(timeout=5)
 
 
-def workload(ed: bench.Editor, which: str, perf_start) -> str:
+def workload(ed: Editor, which: str, perf_start) -> str:
     """Prepares, starts perf (perf_start()), runs the workload; returns a summary line."""
     if which == "moves":
         f = ed.workspace / "moves.txt"
         f.write_text("first line é→😀\nsecond line\n", encoding="utf-8")
         ed.edit(f)
         ed.ensure_context_attached()
-        sock, _ = bench.raw_upgrade(ed.lock["port"], ed.lock["authToken"])
+        sock, _ = raw_upgrade(ed.lock["port"], ed.lock["authToken"])
         time.sleep(0.3)
-        ed.lua(bench.LUA_MOVES, 20000)
+        ed.lua(LUA_MOVES, 20000)
         perf = perf_start()
-        cpu_ns, _ = ed.lua(bench.LUA_MOVES, 300000)
+        cpu_ns, _ = ed.lua(LUA_MOVES, 300000)
         stop_perf(perf)
         sock.close()
         return f"{cpu_ns / 1e3 / 300000:.2f} µs main-thread CPU per move"
@@ -97,39 +106,35 @@ def workload(ed: bench.Editor, which: str, perf_start) -> str:
             if time.monotonic() > deadline:
                 raise RuntimeError("no annotations drawn within 20 s")
             time.sleep(0.05)
-        ui = bench.UiDrain(ed.sock)  # as benchmark 7: the screen is drawn and sent to a UI
-        ed.lua(bench.LUA_ANNOTATE, "cached", 10000)
+        ui = UiDrain(ed.sock)  # as benchmark 7: the screen is drawn and sent to a UI
+        ed.lua(LUA_ANNOTATE, "cached", 10000)
         perf = perf_start()
-        renders = [ed.lua(bench.LUA_ANNOTATE, "cached", 10000).get("render") for _ in range(30)]
+        renders = [ed.lua(LUA_ANNOTATE, "cached", 10000).get("render") for _ in range(30)]
         stop_perf(perf)
         ui.close()
         return "render ms: " + ", ".join(f"{r:.1f}" for r in renders if r is not None)
-    width, lines = 79, 20 * bench.MIB // 80
-    client = bench.RawClient(ed.lock["port"], ed.lock["authToken"])
+    width, lines = 79, 20 * MIB // 80
+    client = RawClient(ed.lock["port"], ed.lock["authToken"])
     if which == "read":
         f = ed.workspace / "unsaved.txt"
         f.write_text("small file on disk\n")
         ed.edit(f)
-        ed.lua(bench.LUA_BIG_BUFFER, lines, width)
-        frames = [bench.RawClient.frame(json.dumps({"clientRequest": {"id": f"r{r}", "readFile": {"path": str(f)}}}).encode())
+        ed.lua(LUA_BIG_BUFFER, lines, width)
+        frames = [RawClient.frame(json.dumps({"clientRequest": {"id": f"r{r}", "readFile": {"path": str(f)}}}).encode())
                   for r in range(6)]
     else:
         g = ed.workspace / "edited.txt"
-        text0 = bench.big_text(lines, width)
+        text0 = big_text(lines, width)
         g.write_text(text0, encoding="utf-8")
         ed.edit(g)
         base = text0.split("\n")
         frames = []
         for r in range(6):
             if which == "editall":
-                new = bench.big_text(lines, width, variant=1 if r % 2 == 0 else 0)
+                new = big_text(lines, width, variant=1 if r % 2 == 0 else 0)
             else:
-                mod = list(base)
-                for k in range(5):
-                    j = (k * lines // 5 + 7 * r + 1) % lines
-                    mod[j] = mod[j][:20] + f" edited {r}-{k} " + mod[j][35:]
-                new = "\n".join(mod)
-            frames.append(bench.RawClient.frame(json.dumps(
+                new = "\n".join(five_lines_edited(base, lines, r, 1))
+            frames.append(RawClient.frame(json.dumps(
                 {"clientRequest": {"id": f"e{r}", "editFile": {"path": str(g), "fullContent": new}}},
                 ensure_ascii=False).encode("utf-8")))
     client.request(frames[0])  # warm-up
@@ -182,18 +187,18 @@ def main() -> int:
     data = tmp / f"perf.{args.which}.data"
     opts = "{ auto_start = true }"
     if args.which == "annotations":
-        opts = f"{{ auto_start = true, openctx = {{ providers = {{ ['{bench.PROVIDER_MANY.as_uri()}'] = true }} }} }}"
+        opts = f"{{ auto_start = true, openctx = {{ providers = {{ ['{PROVIDER_MANY.as_uri()}'] = true }} }} }}"
     ed = None
     try:
-        with bench.time_limit(120, bench.StepTimeout(f"{args.which}: exceeded 120 s")):
-            ed = bench.Editor(tmp / "nvim", plugin=True, setup_opts=opts)
+        with time_limit(120, StepTimeout(f"{args.which}: exceeded 120 s")):
+            ed = Editor(tmp / "nvim", plugin=True, setup_opts=opts)
             summary = workload(ed, args.which, lambda: start_perf(ed.pid, data, args.all_threads))
             print(summary)
             ed.close()
             ed = None
             report(data, args.which, args.all_threads)
     finally:
-        bench.kill_all()
+        kill_all()
         if args.keep:
             print(f"\nperf data: {data}")
         else:

@@ -1,4 +1,4 @@
-// Benchmark provider (benches/bench.py, benchmark 7): 5,000 annotations on a
+// Benchmark provider (benches/bench/annotations.py, benchmark 7): 5,000 annotations on a
 // document, spread over its lines. With a 5,000-line document most lines get
 // one annotation, every 100th line three and every 100th+50 two (so 150 lines
 // get none). Plain ESM, no imports, as an OpenCtx provider module.

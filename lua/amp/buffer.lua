@@ -3,7 +3,7 @@
 --- name is an absolute path, not a URL (`oil://`, `fugitive://`), and not
 --- one of the plugin's own files (its log: the server appends to it, and
 --- that is no agent's change to watch, review or report to an agent).
---- src/nvim/helpers.lua uses this module too.
+--- The Lua helpers of the library use this module too (src/nvim/helpers/shared.lua).
 local M = {}
 
 local api = vim.api

@@ -1,4 +1,4 @@
---- amp.nvim-rs: the Amp editor server for Neovim (Rust core, Lua shell).
+--- amp.nvim-rs: the Amp editor server for Neovim (a Rust library in a Lua shell).
 ---
 --- Public API (see `:help amp-api`):
 ---   require("amp").setup(opts)   validate + merge options, start if `auto_start`

@@ -1,12 +1,12 @@
---- Finds and loads the Rust core (`amp_core`) and calls into it.
+--- Finds and loads the Rust library (`amp_core`) and calls into it.
 ---
 --- The library is loaded with `package.loadlib` from a fixed list of paths inside
 --- the plugin directory, never through `package.cpath`, so a stale copy elsewhere
 --- on the system cannot be picked up by accident.
 ---
---- Every native function returns `{ ok = true, value = ... }` or
---- `{ ok = false, err = "..." }` (see docs/architecture.md); `M.call` turns that
---- into `value` or `nil, err`.
+--- A native function returns its value or raises an error whose text is the
+--- whole message (see docs/architecture.md); `M.call` calls it under pcall and
+--- returns `value` or `nil, err`.
 local M = {}
 local H = {}
 

@@ -8,7 +8,7 @@ local H = {}
 local native = require("amp.native")
 
 local AUGROUP = "AmpOpenCtx"
--- The annotations' extmarks (src/editor/annotations.rs draws them).
+-- The annotations' extmarks (src/nvim/annotations.rs draws them).
 local NAMESPACE = "amp_openctx"
 
 H.config = nil ---@type table?

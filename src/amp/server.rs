@@ -16,6 +16,7 @@ use super::protocol::{encode_notification, Dialect};
 use crate::core::log;
 use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::core::review::Owner;
+use crate::core::sync::LockExt;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{self, DiscoveryError, DiscoveryFile};
@@ -51,7 +52,7 @@ pub struct Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.owner.session);
+        self.server.clients.locked().remove(&self.owner.session);
     }
 }
 
@@ -102,7 +103,7 @@ impl AmpServer {
     /// Returns how many clients got it.
     pub fn broadcast(&self, name: &str, payload: &Value) -> usize {
         let mut encoded: [Option<String>; 2] = [None, None];
-        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let clients = self.clients.locked();
         let mut reached = 0;
         for (outbox, dialect) in clients.values() {
             let wrapped = dialect.load(Ordering::Relaxed) == DIALECT_WRAPPED;
@@ -151,7 +152,7 @@ impl Protocol for AmpServer {
         let dialect = Arc::new(AtomicU8::new(DIALECT_UNKNOWN));
         // What a newly connected client needs first.
         outbox.push(encode_notification("pluginMetadata", Dialect::Flat, &self.plugin_metadata()));
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, (outbox.clone(), dialect.clone()));
+        self.clients.locked().insert(owner.session, (outbox.clone(), dialect.clone()));
         let pusher = self.hub.spawn(push_context(self.hub.clone(), outbox.clone(), dialect.clone()));
         Client { server: self.clone(), owner, dialect, _pusher: AbortOnDrop(pusher) }
     }

@@ -7,6 +7,7 @@
 //! [`NAME_DEADLINE`] after it connects, and gets line numbers as it reads
 //! them (OpenCode from 1).
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -69,7 +70,7 @@ pub struct Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.owner.session);
+        self.server.clients.locked().remove(&self.owner.session);
     }
 }
 
@@ -77,9 +78,9 @@ impl Client {
     /// Starts the selection pusher unless it runs; `again`: starts it anew
     /// (the state now at once, then the resends after it).
     fn start_pushing(&self, again: bool) {
-        let mut pusher = self.pusher.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pusher = self.pusher.locked();
         if pusher.is_none() || again {
-            let lines = self.kind.lock().unwrap_or_else(|p| p.into_inner()).lines;
+            let lines = self.kind.locked().lines;
             let task = push_selection(self.server.hub.clone(), self.outbox.clone(), lines);
             // (Replacing the old pusher aborts it.)
             *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
@@ -89,10 +90,10 @@ impl Client {
     /// The client said who it is (or its first message was not
     /// `initialize`): announced by that name, once.
     fn name(&self, kind: ClientKind) {
-        let Some(deadline) = self.naming.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        let Some(deadline) = self.naming.locked().take() else { return };
         drop(deadline);
-        *self.kind.lock().unwrap_or_else(|p| p.into_inner()) = kind;
-        if let Some(peer) = self.server.clients.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.owner.session) {
+        *self.kind.locked() = kind;
+        if let Some(peer) = self.server.clients.locked().get_mut(&self.owner.session) {
             peer.lines = kind.lines;
         }
         if self.server.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
@@ -140,7 +141,7 @@ impl ClaudeServer {
     pub fn broadcast(&self, method: &str, params: impl Fn(Lines) -> Value) -> usize {
         let texts: HashMap<Lines, String> =
             [Lines::FromZero, Lines::FromOne].into_iter().map(|l| (l, mcp::notification(method, &params(l)))).collect();
-        let clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let clients = self.clients.locked();
         clients.values().filter(|peer| peer.outbox.push(texts[&peer.lines].clone())).count()
     }
 }
@@ -174,7 +175,7 @@ impl Protocol for ClaudeServer {
 
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
         let peer = Peer { outbox: outbox.clone(), lines: CLAUDE_CODE.lines };
-        self.clients.lock().unwrap_or_else(|p| p.into_inner()).insert(owner.session, peer);
+        self.clients.locked().insert(owner.session, peer);
         let hub = self.hub.clone();
         let deadline = self.hub.spawn(async move {
             tokio::time::sleep(NAME_DEADLINE).await;

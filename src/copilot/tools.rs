@@ -8,6 +8,7 @@
 //! is offered as not editable (`Proposal::edits_kept` false) and says so,
 //! so what the user accepts is what lands on disk.
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,7 +51,7 @@ pub struct Opening(Mutex<HashMap<(u64, String), Arc<Notify>>>);
 
 impl Opening {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, String), Arc<Notify>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 
     fn begin(&self, key: (u64, String)) -> Arc<Notify> {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore, SemaphorePermit};
 
 use super::filetext::LineEnd;
+use super::sync::LockExt;
 
 /// Lines a file an agent edits, or the text it puts there, may have: the
 /// diff and the editor's work grow with the number of lines, not bytes
@@ -51,7 +52,7 @@ type FileId = (u64, u64);
 static FILES: Mutex<Option<HashMap<FileId, Weak<RwLock<()>>>>> = Mutex::new(None);
 
 fn lock_of(meta: &Metadata) -> Arc<RwLock<()>> {
-    let mut files = FILES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut files = FILES.locked();
     let files = files.get_or_insert_with(HashMap::new);
     let key = (meta.dev(), meta.ino());
     if let Some(lock) = files.get(&key).and_then(Weak::upgrade) {

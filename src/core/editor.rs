@@ -22,6 +22,7 @@ use super::buffer::{ApplyError, BufferText, FileStamp, WritePlan};
 use super::checked_file::CheckedPath;
 use super::edit_plan::EditPlan;
 use super::filetext::FileFormat;
+use super::sync::RwLockExt;
 use super::uri::LineSelection;
 
 /// Why the editor did not answer a call.
@@ -292,19 +293,19 @@ pub struct LoadedBuffers(std::sync::RwLock<Option<std::collections::HashSet<Path
 
 impl LoadedBuffers {
     pub fn set(&self, names: Vec<PathBuf>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(names.into_iter().collect());
+        *self.0.write_locked() = Some(names.into_iter().collect());
     }
 
     /// Whether a loaded buffer may be named one of `paths` (yes when not
     /// known yet).
     pub fn maybe(&self, paths: &[PathBuf]) -> bool {
-        let loaded = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let loaded = self.0.read_locked();
         loaded.as_ref().is_none_or(|names| paths.iter().any(|p| names.contains(p)))
     }
 
     /// The names, as last reported (none when not known yet).
     pub fn names(&self) -> Vec<PathBuf> {
-        let loaded = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let loaded = self.0.read_locked();
         loaded.as_ref().map(|names| names.iter().cloned().collect()).unwrap_or_default()
     }
 }

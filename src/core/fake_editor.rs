@@ -18,6 +18,7 @@ use super::editor::{
 };
 use super::filetext::{self, FileFormat, LineEnd};
 use super::review::{Decision, Owner, Proposal, ReviewEnd};
+use super::sync::LockExt;
 use super::uri::LineSelection;
 
 #[derive(Debug, Clone)]
@@ -116,7 +117,7 @@ impl FakeEditor {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// A loaded buffer for `path` with these lines.

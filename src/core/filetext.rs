@@ -20,6 +20,8 @@
 
 use std::sync::RwLock;
 
+use super::sync::RwLockExt;
+
 /// `'fileformat'`: how lines end on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LineEnd {
@@ -88,12 +90,12 @@ static READ_OPTIONS: RwLock<Option<ReadOptions>> = RwLock::new(None);
 
 /// Remembers Neovim's read options (set at start and on `OptionSet`).
 pub fn set_read_options(options: ReadOptions) {
-    *READ_OPTIONS.write().unwrap_or_else(|p| p.into_inner()) = Some(options);
+    *READ_OPTIONS.write_locked() = Some(options);
 }
 
 /// The read options last set, or Neovim's defaults.
 pub fn read_options() -> ReadOptions {
-    READ_OPTIONS.read().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+    READ_OPTIONS.read_locked().clone().unwrap_or_default()
 }
 
 /// A file as a buffer holds it after `:edit`.

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::sync::LockExt;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Level {
@@ -70,7 +72,7 @@ pub fn set_max_bytes(max: u64) {
 pub fn init(path: PathBuf, level: Level) {
     MIN_LEVEL.store(level as u8, Ordering::Relaxed);
     {
-        let mut current = PATH.lock().unwrap_or_else(|p| p.into_inner());
+        let mut current = PATH.locked();
         if current.as_ref() == Some(&path) {
             return; // same file: keep the writer
         }
@@ -94,7 +96,7 @@ pub fn init(path: PathBuf, level: Level) {
         }
     });
     if spawned.is_ok() {
-        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        *SINK.locked() = Some(tx);
     }
 }
 
@@ -183,7 +185,7 @@ pub fn write(level: Level, message: impl AsRef<str>) {
         return;
     }
     let line = stamp(level, message.as_ref());
-    if let Some(tx) = SINK.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+    if let Some(tx) = SINK.locked().as_ref() {
         if let Err(mpsc::TrySendError::Full(_)) = tx.try_send(line) {
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
@@ -237,7 +239,7 @@ pub fn limited(kind: &'static str, level: Level, message: impl AsRef<str>) {
         return;
     }
     let note = {
-        let mut bursts = BURSTS.lock().unwrap_or_else(|p| p.into_inner());
+        let mut bursts = BURSTS.locked();
         let burst = bursts.get_or_insert_with(HashMap::new).entry(kind).or_insert_with(|| Burst {
             started: Instant::now(),
             written: 0,

@@ -22,5 +22,6 @@ pub mod review;
 pub mod reviewed_write;
 pub mod selection;
 pub mod sliced_apply;
+pub mod sync;
 pub mod text;
 pub mod uri;

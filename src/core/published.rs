@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use super::editor::LoadedBuffers;
 use super::filewatch::FileWatch;
 use super::selection::RawSelection;
+use super::sync::{LockExt, RwLockExt};
 
 /// One published state and its encodings, each made once, by name.
 #[derive(Debug)]
@@ -39,7 +40,7 @@ impl<T> Snapshot<T> {
     /// The snapshot as encoding `name` makes it (a protocol's name for one
     /// of its payloads, e.g. `"amp/flat"`), encoded on first use.
     pub fn encoded(&self, name: &'static str, encode: impl FnOnce(&T) -> String) -> Arc<str> {
-        let mut encodings = self.encodings.lock().unwrap_or_else(|p| p.into_inner());
+        let mut encodings = self.encodings.locked();
         if let Some((_, text)) = encodings.iter().find(|(n, _)| *n == name) {
             return text.clone();
         }
@@ -81,11 +82,11 @@ impl EditorState {
     }
 
     pub fn workspace_folders(&self) -> Vec<String> {
-        self.workspace.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.workspace.read_locked().clone()
     }
 
     pub fn set_workspace_folders(&self, folders: Vec<String>) {
-        *self.workspace.write().unwrap_or_else(|p| p.into_inner()) = folders;
+        *self.workspace.write_locked() = folders;
     }
 
     /// The current selection (or cursor), if any was published.
@@ -95,7 +96,7 @@ impl EditorState {
 
     /// The newest selection that was more than a cursor, else the current one.
     pub fn latest_range(&self) -> Option<Arc<SelectionSnapshot>> {
-        self.latest_range.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.latest_range.locked().clone()
     }
 
     pub fn visible_files(&self) -> Option<Arc<VisibleFilesSnapshot>> {
@@ -119,7 +120,7 @@ impl EditorState {
             }
             let published = Arc::new(Snapshot::new(selection));
             if !published.raw.cursor_only {
-                *self.latest_range.lock().unwrap_or_else(|p| p.into_inner()) = Some(published.clone());
+                *self.latest_range.locked() = Some(published.clone());
             }
             *current = Some(published);
             true

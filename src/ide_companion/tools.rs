@@ -9,6 +9,7 @@
 //! it is told (Gemini's edit fails with "No changes to apply" when the file
 //! already holds it; Qwen writes `ide/diffAccepted.content`).
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -84,7 +85,7 @@ impl Diffs {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, PathBuf), Open>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        self.open.locked()
     }
 }
 

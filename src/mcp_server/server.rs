@@ -16,6 +16,7 @@ use super::protocol::{self, Discovery};
 use super::resources;
 use crate::core::log;
 use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
+use crate::core::sync::LockExt;
 use crate::editor_tools;
 use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
@@ -75,7 +76,7 @@ impl McpServer {
     }
 
     fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Client>> {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+        self.clients.locked()
     }
 
     /// Writes the discovery file with the current workspace folders, first

@@ -24,6 +24,7 @@ use std::sync::{mpsc, OnceLock, RwLock};
 use nvim_oxi::libuv::AsyncHandle;
 
 use crate::core::log;
+use crate::core::sync::RwLockExt;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -91,7 +92,7 @@ pub fn open() -> Result<(), String> {
             DOOR.get_or_init(|| Door { jobs: tx, wake })
         }
     };
-    *GATE.write().unwrap_or_else(|p| p.into_inner()) = Some(door);
+    *GATE.write_locked() = Some(door);
     USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
@@ -110,7 +111,7 @@ pub fn close() {
 /// exiting). Main thread only; idempotent.
 pub fn shutdown() {
     USERS.store(0, std::sync::atomic::Ordering::Relaxed);
-    *GATE.write().unwrap_or_else(|p| p.into_inner()) = None;
+    *GATE.write_locked() = None;
     INBOX.with(|inbox| {
         if let Some(rx) = inbox.borrow().as_ref() {
             while rx.try_recv().is_ok() {}
@@ -120,7 +121,7 @@ pub fn shutdown() {
 
 /// Queues `job` for the main thread without waiting for it.
 pub fn post(job: impl FnOnce() + Send + 'static) -> Result<(), BridgeError> {
-    let gate = GATE.read().unwrap_or_else(|p| p.into_inner());
+    let gate = GATE.read_locked();
     let door = gate.ok_or(BridgeError::Closed)?;
     door.jobs.send(Box::new(job)).map_err(|_| BridgeError::Closed)?;
     // Sent while holding the read lock: `close` cannot complete in between.
@@ -180,7 +181,7 @@ fn drain() {
 /// Wakes the main loop again for the jobs left in the queue (main thread).
 fn rearm() {
     // Closed (None): the queue was emptied and nothing new can come in.
-    let gate = GATE.read().unwrap_or_else(|p| p.into_inner());
+    let gate = GATE.read_locked();
     if let Some(door) = *gate {
         if door.wake.send().is_err() {
             drop(gate);

@@ -269,7 +269,7 @@ pub fn append_lines(buf: i32, start: usize, end: usize, out: &mut Vec<u8>) -> Re
         let joined = || -> mlua::Result<mlua::String> {
             lua::lua()?
                 .load("local b, s, e = ... return table.concat(vim.api.nvim_buf_get_lines(b, s, e, true), '\\n')")
-                .set_name("=amp_core/editor/bulk.rs")
+                .set_name("=amp_core/nvim/bulk.rs")
                 .call((buf, start as i64, end as i64))
         };
         let text = joined().map_err(|e| format!("nvim_buf_get_lines: {e}"))?;

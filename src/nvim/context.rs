@@ -1,7 +1,7 @@
 //! Reading what the user is looking at: the cursor or Visual selection of
 //! the current file buffer, and the files shown in the current tab page.
 //! Called from autocmds, so it only reads: positions and the lines they
-//! index (one call into `helpers.lua`). Positions are converted and encoded
+//! index (one call into `helpers/context.lua`). Positions are converted and encoded
 //! on the tokio side.
 
 use std::path::PathBuf;

@@ -48,7 +48,7 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
-    // Whether big reads and writes use Neovim's C API on this version (editor::bulk).
+    // Whether big reads and writes use Neovim's C API on this version (nvim::bulk).
     t.set("bulk_c_api", export(lua, |_: Vec<Value>| Ok(json!(bulk::c_api())))?)?;
     t.set(
         "set_workspace_folders",
@@ -281,7 +281,7 @@ fn quiet(lua: &Lua, f: fn()) -> mlua::Result<Function> {
 /// file `name`, moved outside Visual mode. Called on every keystroke by
 /// buffer-local autocmds, so it is a raw C function: the name is borrowed,
 /// not converted, and there is none of mlua's per-call machinery; the cursor
-/// and line are read from Neovim's C API (see `editor::bulk`). Anything but
+/// and line are read from Neovim's C API (see `nvim::bulk`). Anything but
 /// a string argument is ignored; returns nothing.
 unsafe extern "C-unwind" fn cursor_moved(state: *mut mlua::ffi::lua_State) -> c_int {
     use mlua::ffi;

@@ -1,11 +1,18 @@
-//! How Rust reaches Neovim's API: through mlua and the helpers in
-//! `helpers.lua`, not nvim-oxi's API wrappers. nvim-oxi 0.6 never frees the
+//! How Rust reaches Neovim's API: through mlua and the Lua helpers in
+//! `helpers/`, not nvim-oxi's API wrappers. nvim-oxi 0.6 never frees the
 //! strings that cross its wrappers (its `String`'s `Drop` is a no-op), so
 //! every buffer name, line or option value read that way leaks; Lua strings
-//! are garbage collected. nvim-oxi is kept for the libuv handle and
-//! `vim.schedule` (see `bridge`).
+//! are garbage collected, and LuaJIT runs these small functions fast.
+//! nvim-oxi is kept for the libuv handle and `vim.schedule` (see `bridge`).
+//!
+//! The helpers run on the main thread and only touch editor state; Rust does
+//! the rest off the main thread. They are compiled into the library, one
+//! file per Rust module that calls them (`helpers/buffers.lua` for
+//! `buffers.rs`, ...; `helpers/shared.lua` for those several modules call),
+//! and called by name through one table ([`helper`]).
 
 use std::cell::OnceCell;
+use std::collections::HashMap;
 
 use mlua::{FromLuaMulti, Function, IntoLuaMulti, Lua, LuaSerdeExt, Table};
 use serde_json::Value;
@@ -19,12 +26,55 @@ struct State {
     helpers: Table,
     api: Table,
     /// Helpers already looked up by name (hot paths call them per keystroke).
-    resolved: std::cell::RefCell<std::collections::HashMap<&'static str, Function>>,
+    resolved: std::cell::RefCell<HashMap<&'static str, Function>>,
+}
+
+/// The Lua helpers: each file is the Rust module's of its name (`shared`: the
+/// helpers several modules and the other files use; loaded first).
+const HELPERS: [(&str, &str); 8] = [
+    ("shared", include_str!("helpers/shared.lua")),
+    ("annotations", include_str!("helpers/annotations.lua")),
+    ("buffers", include_str!("helpers/buffers.lua")),
+    ("context", include_str!("helpers/context.lua")),
+    ("diagnostics", include_str!("helpers/diagnostics.lua")),
+    ("editor", include_str!("helpers/editor.lua")),
+    ("files", include_str!("helpers/files.lua")),
+    ("open", include_str!("helpers/open.lua")),
+];
+
+/// Every helper in one table. Each file is called with that table (to reach
+/// other files' helpers when it runs) and returns its own; a name defined in
+/// two files is an error, not a silent override. Merged in Lua: a few dozen
+/// table operations, each of which would be a protected call through mlua
+/// (this runs on the start-up path).
+const MERGE: &str = r#"
+local files = ...
+local all, defined_in = {}, {}
+for _, file in ipairs(files) do
+  for name, helper in pairs(file[2](all)) do
+    if defined_in[name] then
+      error(("helper %s is defined in helpers/%s.lua and helpers/%s.lua"):format(name, defined_in[name], file[1]), 0)
+    end
+    defined_in[name], all[name] = file[1], helper
+  end
+end
+return all
+"#;
+
+fn load_helpers(lua: &Lua) -> mlua::Result<Table> {
+    let files = lua.create_table_with_capacity(HELPERS.len(), 0)?;
+    for (file, source) in HELPERS {
+        let chunk = lua.load(source).set_name(format!("@amp_core/nvim/helpers/{file}.lua")).into_function()?;
+        files.raw_push(
+            lua.create_sequence_from([mlua::Value::String(lua.create_string(file)?), mlua::Value::Function(chunk)])?,
+        )?;
+    }
+    lua.load(MERGE).set_name("=amp_core/nvim/lua.rs").call(files)
 }
 
 /// Called once when the module is loaded (main thread).
 pub fn init(lua: &Lua) -> mlua::Result<()> {
-    let helpers: Table = lua.load(include_str!("helpers.lua")).set_name("@amp_core/editor/helpers.lua").call(())?;
+    let helpers = load_helpers(lua)?;
     let vim: Table = lua.globals().get("vim")?;
     let api: Table = vim.get("api")?;
     STATE.with(|s| {
@@ -92,4 +142,78 @@ pub fn to_lua(value: &Value) -> mlua::Result<mlua::Value> {
 /// A Lua value as JSON (an empty table becomes an empty object).
 pub fn from_lua(value: mlua::Value) -> mlua::Result<Value> {
     with(|s| s.lua.from_value(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::path::Path;
+
+    use regex::Regex;
+
+    use super::HELPERS;
+
+    /// helper name -> the file (of `HELPERS`) that defines it.
+    fn defined() -> HashMap<String, &'static str> {
+        let definition = Regex::new(r"(?m)^(?:function M\.(\w+)\(|M\.(\w+) = )").unwrap();
+        let mut out = HashMap::new();
+        for (file, source) in HELPERS {
+            for c in definition.captures_iter(source) {
+                let name = c.get(1).or(c.get(2)).unwrap().as_str().to_string();
+                if let Some(first) = out.insert(name.clone(), file) {
+                    panic!("{name} is defined in helpers/{first}.lua and helpers/{file}.lua");
+                }
+            }
+        }
+        out
+    }
+
+    /// Rust module (file stem under src/nvim/) -> the helper names it calls.
+    fn called() -> HashMap<String, HashSet<String>> {
+        let call = Regex::new(r#"helper(?:::<.*?>)?\(\s*"(\w+)""#).unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/nvim");
+        let mut out: HashMap<String, HashSet<String>> = HashMap::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let module = path.file_stem().unwrap().to_string_lossy().into_owned();
+                out.entry(module).or_default().extend(call.captures_iter(&text).map(|c| c[1].to_string()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn each_helper_is_in_the_file_of_the_module_that_calls_it() {
+        let defined = defined();
+        let called = called();
+        assert!(defined.len() > 20 && called.values().map(HashSet::len).sum::<usize>() > 20, "found too few to check");
+        for (module, names) in &called {
+            for name in names {
+                let file = defined
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{module}.rs calls {name}, which no helper file defines"));
+                assert!(
+                    *file == module.as_str() || *file == "shared",
+                    "{module}.rs calls {name} from helpers/{file}.lua: it belongs in helpers/{module}.lua or helpers/shared.lua"
+                );
+            }
+        }
+        // Every file's helpers are called by its module, and `shared`'s by
+        // some module or another helper file; none is left over.
+        let used_by_helpers = Regex::new(r"\bH\.(\w+)").unwrap();
+        let from_lua: HashSet<String> = HELPERS
+            .iter()
+            .flat_map(|(_, source)| used_by_helpers.captures_iter(source).map(|c| c[1].to_string()))
+            .collect();
+        for (name, file) in &defined {
+            let used = if *file == "shared" {
+                from_lua.contains(name) || called.values().any(|names| names.contains(name))
+            } else {
+                called.get(*file).is_some_and(|names| names.contains(name))
+            };
+            assert!(used, "helpers/{file}.lua defines {name}, which {file}.rs does not call");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! OpenCtx service), and the editor calls themselves. Those run on the main
 //! thread and do as little as they can: read or write editor state, nothing
 //! else (no JSON, no sockets, no files). Calls go through [`lua`] (mlua and
-//! `helpers.lua`).
+//! the Lua helpers in `helpers/`, one file per module that calls them).
 
 pub mod annotations;
 pub mod bridge;

@@ -1,8 +1,9 @@
-//! The OpenCtx service: its own small tokio runtime and the current client,
-//! independent of the Amp server (annotations work with no agent connected).
+//! The OpenCtx service: the current client and its tasks (on the plugin's
+//! tokio runtime, all cancelled together when it stops), independent of the
+//! agents' servers (annotations work with no agent connected).
 //!
 //! Lua asks for work by buffer number or request id and gets answers back
-//! on the main thread: annotations are drawn by `editor::annotations`,
+//! on the main thread: annotations are drawn by `nvim::annotations`,
 //! picker data is handed to `require("amp.openctx")._resolve(id, result)`.
 
 use std::collections::BTreeMap;
@@ -15,10 +16,12 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::log;
+use crate::core::sync::LockExt;
 use crate::core::text::utf16_to_byte_col;
 use crate::nvim::annotations::{self, LineTitles, Mark};
 use crate::nvim::bridge;
-use crate::openctx::client::{ClientOptions, OpenCtxClient, ProviderSpec};
+use crate::openctx::client::{ClientOptions, OpenCtxClient};
+use crate::openctx::spec::ProviderSpec;
 use crate::openctx::types::{Annotation, Mention};
 
 pub struct ServiceOptions {
@@ -62,7 +65,7 @@ impl ServiceOptions {
                     match ProviderSpec::from_entry(uri, entry) {
                         Ok(Some(spec)) => providers.push(spec),
                         Ok(None) => {}
-                        Err(e) => skipped.push(e),
+                        Err(e) => skipped.push(e.to_string()),
                     }
                 }
             }
@@ -115,7 +118,7 @@ impl Service {
 static SERVICE: Mutex<Option<Service>> = Mutex::new(None);
 
 fn service() -> std::sync::MutexGuard<'static, Option<Service>> {
-    SERVICE.lock().unwrap_or_else(|p| p.into_inner())
+    SERVICE.locked()
 }
 
 /// (Re)configures the service; the previous client and its processes go.
@@ -289,7 +292,7 @@ pub fn items_for_mention(provider: String, mention: Value, id: i64) -> Result<()
     s.spawn(async move {
         let result = match client.items_for_mention(&provider, &mention).await {
             Ok(items) => json!({ "items": items }),
-            Err(e) => json!({ "items": [], "error": e }),
+            Err(e) => json!({ "items": [], "error": e.to_string() }),
         };
         resolve(id, result);
     });

@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use crate::core::editor::EditorError;
 use crate::core::rebase::rebase;
 use crate::core::review::{admit, disk_text, original_text, Decision, Owner, Proposal, ReviewEnd};
+use crate::core::sync::LockExt;
 use crate::nvim::bridge::on_main;
 use crate::nvim::lua as nvim;
 
@@ -53,7 +54,7 @@ const FILL_SLICE_BYTES: usize = 256 * 1024;
 const FILL_SLICE_LINES: usize = 4096;
 
 fn with_pending<R>(f: impl FnOnce(&mut HashMap<Key, Waiting>) -> R) -> R {
-    let mut guard = PENDING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut guard = PENDING.locked();
     f(guard.get_or_insert_with(HashMap::new))
 }
 

@@ -7,6 +7,7 @@
 //! discovery files are written on the runtime, and `User AmpServerStarted`
 //! fires once every one is on disk, so a listener can read them at once.
 
+use crate::core::sync::LockExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,7 +65,7 @@ static LAST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 const CLOSE_WAIT: Duration = Duration::from_millis(150);
 
 fn current() -> std::sync::MutexGuard<'static, Option<Session>> {
-    CURRENT.lock().unwrap_or_else(|p| p.into_inner())
+    CURRENT.locked()
 }
 
 pub fn start(options: ServerOptions) -> Result<Value, String> {
@@ -139,7 +140,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
 
 fn remember(message: String) -> String {
     log::error(&message);
-    *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+    *LAST_ERROR.locked() = Some(message.clone());
     message
 }
 
@@ -183,7 +184,7 @@ pub fn stop() {
         front_end.stopped();
     }
     if let Some(e) = hub.last_error() {
-        *LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        *LAST_ERROR.locked() = Some(e);
     }
     log::info("server stopped");
     events::fire("AmpServerStopped", &session.amp_info());
@@ -191,7 +192,7 @@ pub fn stop() {
 
 pub fn status() -> Value {
     let guard = current();
-    let last_error = || LAST_ERROR.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let last_error = || LAST_ERROR.locked().clone();
     match guard.as_ref() {
         Some(s) => {
             let hub = &s.hub;

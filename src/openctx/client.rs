@@ -20,12 +20,14 @@ use serde_json::{json, Value};
 use super::cache::TtlCache;
 use super::merge::{compare_provider_uris, merge_by_provider, sort_annotations};
 use super::selectors::{compile_message_selectors, message_matches, CompiledSelectors};
+use super::spec::{ProviderKind, ProviderSpec};
 use super::transport::http::HttpTransport;
 use super::transport::mcp::McpProvider;
 use super::transport::node::NodeHost;
 use super::transport::ProviderError;
 use super::types::{parse_list_lenient, Annotation, Item, Mention, MetaResult};
 use crate::core::log;
+use crate::core::sync::LockExt;
 
 const FAILURES_BEFORE_PAUSE: u32 = 5;
 const PAUSE: Duration = Duration::from_secs(10);
@@ -33,109 +35,6 @@ const RESULT_CACHE_ENTRIES: usize = 64;
 const RESULT_CACHE_TTL: Duration = Duration::from_secs(300);
 /// How long a failed `meta` is not asked again.
 const META_RETRY: Duration = Duration::from_secs(2);
-
-/// One provider as configured by the user.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProviderSpec {
-    pub uri: String,
-    pub kind: ProviderKind,
-    /// Sent unchanged as `settings` on every call (not for MCP entries).
-    pub settings: Value,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ProviderKind {
-    Http,
-    JsModule,
-    Mcp { command: String, args: Vec<String>, env: Vec<(String, String)>, cwd: Option<PathBuf> },
-}
-
-impl ProviderSpec {
-    /// Reads one entry of the `providers` map; `None` for a disabled one.
-    pub fn from_entry(uri: &str, value: &Value) -> Result<Option<ProviderSpec>, String> {
-        let settings = match value {
-            Value::Bool(false) | Value::Null => return Ok(None),
-            Value::Bool(true) => json!({}),
-            Value::Object(_) => value.clone(),
-            Value::Array(a) if a.is_empty() => json!({}),
-            other => return Err(format!("openctx.providers[\"{uri}\"] must be true, false or a table, got {other}")),
-        };
-        let kind = provider_kind(uri, &settings)?;
-        let settings = if matches!(kind, ProviderKind::Mcp { .. }) { json!({}) } else { settings };
-        Ok(Some(ProviderSpec { uri: uri.to_owned(), kind, settings }))
-    }
-}
-
-/// The transport a provider URI names, as the reference client decides it.
-fn provider_kind(uri: &str, settings: &Value) -> Result<ProviderKind, String> {
-    let lower = uri.to_ascii_lowercase();
-    if lower.starts_with("mcp:") {
-        let command = settings
-            .get("command")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("openctx.providers[\"{uri}\"]: an mcp: provider needs {{ command = \"…\" }}"))?;
-        let args = match settings.get("args") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_owned)
-                        .ok_or_else(|| format!("openctx.providers[\"{uri}\"].args must be strings"))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(Value::Object(o)) if o.is_empty() => Vec::new(),
-            Some(_) => return Err(format!("openctx.providers[\"{uri}\"].args must be a list of strings")),
-        };
-        let env = match settings.get("env") {
-            Some(Value::Object(map)) => map
-                .iter()
-                .map(|(k, v)| {
-                    v.as_str()
-                        .map(|s| (k.clone(), s.to_owned()))
-                        .ok_or_else(|| format!("openctx.providers[\"{uri}\"].env.{k} must be a string"))
-                })
-                .collect::<Result<_, _>>()?,
-            Some(Value::Array(a)) if a.is_empty() => Vec::new(),
-            None | Some(Value::Null) => Vec::new(),
-            Some(_) => return Err(format!("openctx.providers[\"{uri}\"].env must be a table of strings")),
-        };
-        let cwd = settings.get("cwd").and_then(Value::as_str).map(PathBuf::from);
-        return Ok(ProviderKind::Mcp { command: command.to_owned(), args, env, cwd });
-    }
-    if lower.starts_with("http+js:") || lower.starts_with("https+js:") || lower.starts_with("file:") {
-        return Ok(ProviderKind::JsModule);
-    }
-    if lower.starts_with("http:") || lower.starts_with("https:") {
-        let url =
-            reqwest::Url::parse(uri).map_err(|e| format!("openctx.providers[\"{uri}\"]: not a valid URL ({e})"))?;
-        return Ok(if is_remote_module(&url) { ProviderKind::JsModule } else { ProviderKind::Http });
-    }
-    let hint = if uri.starts_with(['/', '~', '.']) {
-        " (a path: write it as a file:///… URL)".to_owned()
-    } else if !uri.contains(':') && !uri.trim().is_empty() {
-        format!(" (a package name? write https://openctx.org/npm/{})", uri.trim())
-    } else {
-        " (use https://…, file:///abs/path.mjs, http+js:, https+js: or mcp:)".to_owned()
-    };
-    Err(format!("openctx.providers[\"{uri}\"]: not a provider URI{hint}"))
-}
-
-/// Whether an `http(s):` provider URL names a JavaScript module to download
-/// and run rather than an HTTP endpoint to POST to: exactly the reference's
-/// rule (`@openctx/client` 0.0.30, `createTransport.js`): the URL's path
-/// (without query or fragment, case-sensitive) ends in `.js`, `.mjs`, `.cjs`,
-/// `.ts`, `.mts` or `.cts` (`/\.[cm]?[jt]s$/`), or it is the well-known npm
-/// service every provider's README names, `https://openctx.org/npm/…`.
-pub fn is_remote_module(url: &reqwest::Url) -> bool {
-    let path = url.path();
-    let js_ext = [".js", ".mjs", ".cjs", ".ts", ".mts", ".cts"].iter().any(|ext| path.ends_with(ext));
-    let well_known_npm = url.scheme() == "https"
-        && url.host_str() == Some("openctx.org")
-        && url.port().is_none()
-        && path.starts_with("/npm/");
-    js_ext || well_known_npm
-}
 
 #[derive(Clone)]
 enum Transport {
@@ -171,6 +70,15 @@ struct Provider {
     meta_epoch: std::sync::atomic::AtomicU64,
     meta_failed_at: Mutex<Option<Instant>>,
     health: Mutex<Health>,
+}
+
+/// Why a mention's items could not be had (the provider's own failure is in the log).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ItemsError {
+    #[error("unknown provider")]
+    UnknownProvider,
+    #[error("{provider}: items failed (see :Amp log)")]
+    Failed { provider: String },
 }
 
 /// A provider failure the user should hear about (once per run of failures).
@@ -245,7 +153,7 @@ impl OpenCtxClient {
 
     /// Failures not yet shown to the user (each provider once per run of failures).
     pub fn take_failures(&self) -> Vec<Failure> {
-        std::mem::take(&mut *self.failures.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.failures.locked())
     }
 
     /// Forgets every provider's `meta` and cached results (`:Amp annotations refresh`).
@@ -255,10 +163,10 @@ impl OpenCtxClient {
     pub fn refresh(&self) {
         for p in &self.providers {
             p.meta_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            *p.meta_failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            *p.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::default();
+            *p.meta_failed_at.locked() = None;
+            *p.health.locked() = Health::default();
         }
-        self.annotation_cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.annotation_cache.locked().clear();
     }
 
     pub async fn shutdown(&self) {
@@ -270,7 +178,7 @@ impl OpenCtxClient {
 
     async fn call(&self, provider: &Provider, method: &str, params: Value) -> Result<Value, ProviderError> {
         {
-            let health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+            let health = provider.health.locked();
             if health.paused_until.is_some_and(|until| Instant::now() < until) {
                 return Err(ProviderError::Transport("paused after repeated failures".into()));
             }
@@ -393,14 +301,14 @@ impl OpenCtxClient {
                 Some(list)
             }
             Err(e) => {
-                self.record(provider, method, Err(&ProviderError::Protocol(e)));
+                self.record(provider, method, Err(&ProviderError::Protocol(e.to_string())));
                 None
             }
         }
     }
 
     fn record(&self, provider: &Provider, method: &str, outcome: Result<(), &ProviderError>) {
-        let mut health = provider.health.lock().unwrap_or_else(|p| p.into_inner());
+        let mut health = provider.health.locked();
         match outcome {
             Ok(()) => *health = Health::default(),
             Err(e) => {
@@ -413,7 +321,7 @@ impl OpenCtxClient {
                 }
                 if !health.reported {
                     health.reported = true;
-                    self.failures.lock().unwrap_or_else(|p| p.into_inner()).push(Failure {
+                    self.failures.locked().push(Failure {
                         provider: provider.spec.uri.clone(),
                         message: format!("{method} failed: {e}"),
                     });
@@ -434,12 +342,12 @@ impl OpenCtxClient {
             }
         }
         {
-            let failed = *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner());
+            let failed = *provider.meta_failed_at.locked();
             if failed.is_some_and(|at| at.elapsed() < META_RETRY) {
                 return None;
             }
         }
-        let failed = || *provider.meta_failed_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        let failed = || *provider.meta_failed_at.locked() = Some(Instant::now());
         let Ok(value) = self.call(provider, "meta", json!({})).await else {
             failed();
             return None;
@@ -521,13 +429,13 @@ impl OpenCtxClient {
             return None;
         }
         let key = format!("{}\u{0}{uri}\u{0}{content_key}", p.spec.uri);
-        if let Some(hit) = self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(hit) = self.annotation_cache.locked().get(&key) {
             return Some(hit);
         }
         let mut list: Vec<Annotation> =
             self.call_list(p, "annotations", json!({ "uri": uri, "content": content })).await?;
         sort_annotations(&mut list);
-        self.annotation_cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, list.clone());
+        self.annotation_cache.locked().insert(key, list.clone());
         Some(list)
     }
 
@@ -553,11 +461,11 @@ impl OpenCtxClient {
     }
 
     /// Items for a mention (from the provider that gave it).
-    pub async fn items_for_mention(&self, provider_uri: &str, mention: &Mention) -> Result<Vec<Item>, String> {
-        let p = self.providers.iter().find(|p| p.spec.uri == provider_uri).ok_or("unknown provider")?;
+    pub async fn items_for_mention(&self, provider_uri: &str, mention: &Mention) -> Result<Vec<Item>, ItemsError> {
+        let p = self.providers.iter().find(|p| p.spec.uri == provider_uri).ok_or(ItemsError::UnknownProvider)?;
         self.call_list(p, "items", json!({ "mention": mention }))
             .await
-            .ok_or_else(|| format!("{provider_uri}: items failed (see :Amp log)"))
+            .ok_or_else(|| ItemsError::Failed { provider: provider_uri.to_owned() })
     }
 
     /// Items for a message from providers whose `messageSelectors` match it.
@@ -581,66 +489,4 @@ fn content_hash(content: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     content.hash(&mut h);
     h.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn provider_kinds_follow_the_reference() {
-        let kind = |uri: &str| ProviderSpec::from_entry(uri, &json!(true)).unwrap().unwrap().kind;
-        assert_eq!(kind("https://example.com/openctx"), ProviderKind::Http);
-        assert_eq!(kind("http://127.0.0.1:9/p"), ProviderKind::Http);
-        assert_eq!(kind("https://example.com/dist/p.js"), ProviderKind::JsModule);
-        assert_eq!(kind("https://example.com/p.mjs?v=1"), ProviderKind::JsModule);
-        assert_eq!(kind("https+js://example.com/p"), ProviderKind::JsModule);
-        assert_eq!(kind("file:///abs/p.mjs"), ProviderKind::JsModule);
-        assert!(ProviderSpec::from_entry("ftp://x", &json!(true)).is_err());
-        // The reference's exact rule (createTransport.js): /\.[cm]?[jt]s$/ on the
-        // path, case-sensitive; https://openctx.org/npm/… is a module too.
-        assert_eq!(kind("https://example.com/p.mts"), ProviderKind::JsModule);
-        assert_eq!(kind("https://example.com/p.cts"), ProviderKind::JsModule);
-        assert_eq!(kind("https://example.com/p.ts#x"), ProviderKind::JsModule);
-        assert_eq!(kind("https://example.com/P.JS"), ProviderKind::Http);
-        assert_eq!(kind("https://example.com/p.json"), ProviderKind::Http);
-        assert_eq!(kind("https://example.com/api?f=p.js"), ProviderKind::Http);
-        assert_eq!(kind("https://openctx.org/npm/@openctx/provider-links"), ProviderKind::JsModule);
-        assert_eq!(kind("https://OpenCtx.org:443/npm/@openctx/provider-links"), ProviderKind::JsModule);
-        assert_eq!(kind("http://openctx.org/npm/@openctx/provider-links"), ProviderKind::Http);
-        assert_eq!(kind("https://openctx.org:8443/npm/x"), ProviderKind::Http);
-        assert_eq!(kind("https://openctx.org/docs"), ProviderKind::Http);
-        assert_eq!(kind("https://www.openctx.org/npm/x"), ProviderKind::Http);
-        let err = |uri: &str| ProviderSpec::from_entry(uri, &json!(true)).unwrap_err();
-        assert!(err("/abs/p.mjs").contains("file:///"), "{}", err("/abs/p.mjs"));
-        assert!(err("@openctx/provider-links").contains("https://openctx.org/npm/@openctx/provider-links"));
-        assert_eq!(ProviderSpec::from_entry("https://x", &json!(false)).unwrap(), None);
-    }
-
-    #[test]
-    fn mcp_entries_need_a_command_and_send_no_settings() {
-        let spec = ProviderSpec::from_entry(
-            "mcp:everything",
-            &json!({"command": "node", "args": ["a.js"], "env": {"K": "v"}}),
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(spec.settings, json!({}));
-        assert_eq!(
-            spec.kind,
-            ProviderKind::Mcp {
-                command: "node".into(),
-                args: vec!["a.js".into()],
-                env: vec![("K".into(), "v".into())],
-                cwd: None
-            }
-        );
-        assert!(ProviderSpec::from_entry("mcp:x", &json!(true)).unwrap_err().contains("command"));
-    }
-
-    #[test]
-    fn settings_pass_through() {
-        let spec = ProviderSpec::from_entry("https://x/api", &json!({"token": "t"})).unwrap().unwrap();
-        assert_eq!(spec.settings, json!({"token": "t"}));
-    }
 }

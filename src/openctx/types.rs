@@ -98,7 +98,7 @@ pub struct Mention {
     pub extra: Map<String, Value>,
 }
 
-/// Where a provider's annotations apply; see `selectors.rs` for the matching rules.
+/// Where a provider's annotations apply; see `selectors/` for the matching rules.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AnnotationSelector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,21 +209,31 @@ fn js_truthy(v: &Value) -> bool {
     }
 }
 
+/// A provider's result that does not decode; `what` names what was expected
+/// (e.g. "meta result"), the message says where the JSON went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("invalid {what}: {error}")]
+    Invalid { what: String, error: serde_json::Error },
+    #[error("invalid {what}: expected a list, got {got}")]
+    NotAList { what: String, got: &'static str },
+}
+
 /// Decodes one result with an error that names what was expected (`what`,
 /// e.g. "meta result") and where the JSON went wrong.
-pub fn parse<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, String> {
-    serde_json::from_value(value).map_err(|e| format!("invalid {what}: {e}"))
+pub fn parse<T: DeserializeOwned>(value: Value, what: &str) -> Result<T, DecodeError> {
+    serde_json::from_value(value).map_err(|error| DecodeError::Invalid { what: what.to_owned(), error })
 }
 
 /// Decodes a list result leniently, as the reference client consumes it:
 /// `null` is an empty list (`result || []`), and one malformed element is
 /// dropped (its error returned) instead of discarding the provider's whole answer.
 /// Anything but an array or `null` is an error.
-pub fn parse_list_lenient<T: DeserializeOwned>(value: Value, what: &str) -> Result<(Vec<T>, Vec<String>), String> {
+pub fn parse_list_lenient<T: DeserializeOwned>(value: Value, what: &str) -> Result<(Vec<T>, Vec<String>), DecodeError> {
     let elements = match value {
         Value::Null => return Ok((Vec::new(), Vec::new())),
         Value::Array(a) => a,
-        other => return Err(format!("invalid {what}: expected a list, got {}", json_kind(&other))),
+        other => return Err(DecodeError::NotAList { what: what.to_owned(), got: json_kind(&other) }),
     };
     let mut list = Vec::with_capacity(elements.len());
     let mut errors = Vec::new();
@@ -393,15 +403,15 @@ mod tests {
         // Like the reference client, a meta without `name` is accepted.
         let m = parse::<MetaResult>(json!({"title": "no name"}), "meta result").unwrap();
         assert_eq!(m.name, "");
-        let e = parse::<MetaResult>(json!({"name": 3}), "meta result").unwrap_err();
+        let e = parse::<MetaResult>(json!({"name": 3}), "meta result").unwrap_err().to_string();
         assert!(e.starts_with("invalid meta result:"), "{e}");
-        let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": "3", "character": 0}, "end": {"line": 3, "character": 1}}}), "annotation").unwrap_err();
+        let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": "3", "character": 0}, "end": {"line": 3, "character": 1}}}), "annotation").unwrap_err().to_string();
         assert!(e.contains("invalid type: string \"3\", expected u32"), "{e}");
-        let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}}}), "annotation").unwrap_err();
+        let e = parse::<Annotation>(json!({"uri": "u", "item": {"title": "t"}, "range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}}}), "annotation").unwrap_err().to_string();
         assert!(e.contains("-1"), "{e}");
-        let e = parse::<Vec<Mention>>(json!("not a list"), "mentions result").unwrap_err();
+        let e = parse::<Vec<Mention>>(json!("not a list"), "mentions result").unwrap_err().to_string();
         assert!(e.contains("expected a sequence"), "{e}");
-        let e = parse::<Item>(json!({"title": 5}), "item").unwrap_err();
+        let e = parse::<Item>(json!({"title": 5}), "item").unwrap_err().to_string();
         assert!(e.contains("expected a string"), "{e}");
         let e = serde_json::from_str::<MetaResult>("{\"name\": \"x\",").unwrap_err().to_string();
         assert!(e.contains("EOF"), "{e}");
@@ -418,7 +428,8 @@ mod tests {
         let (none, errors) = parse_list_lenient::<Item>(Value::Null, "items result").unwrap();
         assert!(none.is_empty() && errors.is_empty());
         let e = parse_list_lenient::<Item>(json!({"title": "x"}), "items result").unwrap_err();
-        assert_eq!(e, "invalid items result: expected a list, got an object");
+        assert!(matches!(&e, DecodeError::NotAList { what, got: "an object" } if what == "items result"), "{e:?}");
+        assert_eq!(e.to_string(), "invalid items result: expected a list, got an object");
     }
 
     #[test]

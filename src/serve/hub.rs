@@ -4,6 +4,7 @@
 //! of connected agents. A front-end holds an `Arc<Hub>` and adds only its
 //! own codec, tools and discovery file.
 
+use crate::core::sync::LockExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -97,10 +98,10 @@ impl Hub {
     pub fn record_error(&self, message: impl std::fmt::Display) {
         let message = message.to_string();
         log::error(&message);
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+        *self.last_error.locked() = Some(message);
     }
 
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.last_error.locked().clone()
     }
 }

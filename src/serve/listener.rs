@@ -10,6 +10,7 @@
 //! loop itself waits while the slots' tasks hold as many sockets as a
 //! burst may, and the kernel's backlog holds the newcomers meanwhile.
 
+use crate::core::sync::LockExt;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -78,7 +79,7 @@ impl Handshakes {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        self.pending.locked()
     }
 
     /// A place for a connection that starts its handshake; the oldest

@@ -11,6 +11,7 @@
 //! limit, and announces it once it knows its name ([`Registry::name`]): the
 //! events and the statusline then name it as the user knows it.
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -53,7 +54,7 @@ pub struct TooMany {
 
 impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Client>> {
-        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+        self.clients.locked()
     }
 
     /// Registers `owner`, a client of `agent`, unless `max` clients of that

@@ -8,6 +8,7 @@
 //! place until it closes; a peer stays listed for `grace` after its last
 //! connection, so a client that renews its connection never drops out.
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
@@ -34,7 +35,7 @@ impl Peers {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u32, (usize, Instant)>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.locked()
     }
 
     fn enter(self: &Arc<Self>, pid: u32) -> PeerPlace {

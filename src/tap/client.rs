@@ -7,6 +7,7 @@
 //! told in one line through `User AmpTap` (lua/amp/tap.lua), and the bound
 //! connection is registered like any agent's client.
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -74,7 +75,7 @@ struct Running {
 
 impl TapClient {
     fn show(&self, machine: &Machine, state: Option<String>) {
-        let mut shown = self.shown.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shown = self.shown.locked();
         *shown = Shown {
             state: state.unwrap_or_else(|| machine.describe()),
             session: machine.session().map(str::to_owned),
@@ -291,7 +292,7 @@ impl TapClient {
                             let _ = results.send((id.clone(), protocol::tool_result(&id, outcome, &tool)));
                         }
                         None => {
-                            let why = *why.lock().unwrap_or_else(|p| p.into_inner());
+                            let why = *why.locked();
                             let _ = hub.editor.close_reviews(owner, why).await;
                         }
                     }
@@ -299,7 +300,7 @@ impl TapClient {
             }
             Action::Cancel { id, why } => {
                 if let Some(running) = conn.calls.remove(&id) {
-                    *running.why.lock().unwrap_or_else(|p| p.into_inner()) = why;
+                    *running.why.locked() = why;
                     running.stop.cancel();
                 }
             }
@@ -379,7 +380,7 @@ impl FrontEnd for TapClient {
     }
 
     fn status(&self) -> Value {
-        let shown = self.shown.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let shown = self.shown.locked().clone();
         json!({
             "enabled": true,
             "url": self.url,

@@ -4,6 +4,7 @@
 //! through the user, never through the socket. The running tap client
 //! installs its `Pairing`; the Lua command hands the code to [`submit`].
 
+use crate::core::sync::LockExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +26,7 @@ impl Pairing {
 static CURRENT: Mutex<Option<Arc<Pairing>>> = Mutex::new(None);
 
 fn current() -> std::sync::MutexGuard<'static, Option<Arc<Pairing>>> {
-    CURRENT.lock().unwrap_or_else(|p| p.into_inner())
+    CURRENT.locked()
 }
 
 /// The running tap client's (one per session).

@@ -6,7 +6,7 @@ the real lockfile that Neovim writes, and real WebSocket clients talking to the
 real server.  Nothing is mocked.
 
 The pieces (Editor, AmpEnv, Client, lockfile and handshake helpers, ...) live
-in harness.py, which benches/bench.py uses too; this file holds the pytest
+in harness.py, which benches/bench/ uses too; this file holds the pytest
 fixtures and re-exports the harness, so ``from conftest import X`` keeps
 working in the test modules.
 
@@ -25,7 +25,7 @@ from typing import Callable
 import pytest
 
 from harness import *  # noqa: F401,F403 - the test modules import these from conftest
-from harness import (LIBRARY, NVIM, REPO, AmpEnv, Client, Editor, TestTimeout, _dump_logs,
+from harness import (LIBRARY, NVIM, REPO, AmpEnv, Client, Editor, TestTimeout, _dump_logs, tighter_time_bound,
                      time_limit)
 
 # --------------------------------------------------------------------------
@@ -58,6 +58,16 @@ def _bounded_test_time():
     limit = float(os.environ.get("AMP_TEST_TIMEOUT", "90"))
     with time_limit(limit, TestTimeout(f"test exceeded {limit:.0f} s")):
         yield
+
+
+def tighter_time_bound_fixture(limit: float, what: str):
+    """An autouse fixture for a test module whose tests must each finish within
+    `limit` seconds (tighter than the default): `_bound = tighter_time_bound_fixture(60, "x test")`."""
+    @pytest.fixture(autouse=True)
+    def bound(_bounded_test_time):
+        with tighter_time_bound(limit, what):
+            yield
+    return bound
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,5 +1,5 @@
 """The harness shared by the integration tests (conftest.py's fixtures) and
-the benchmarks (benches/bench.py): a headless Neovim that loads this
+the benchmarks (benches/bench/): a headless Neovim that loads this
 repository's plugin, its HOME/XDG tree, the lockfile it writes, WebSocket
 clients (the `websockets` client and a hand-written upgrade request), Lua
 literals, file URIs and time bounds. No pytest in here.
@@ -647,6 +647,15 @@ class Editor:
             pass
         self._stderr.close()
         shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+def responsive(ed: Editor, within: float = 1.0) -> float:
+    """Neovim answers an RPC request within ``within`` seconds; returns the time."""
+    t = time.monotonic()
+    assert ed.nvim.eval("1 + 1") == 2
+    took = time.monotonic() - t
+    assert took < within, f"nvim took {took:.3f} s to answer"
+    return took
 
 
 def flood_diagnostics_and_log_moves(ed: Editor) -> None:

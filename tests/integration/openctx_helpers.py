@@ -1,4 +1,4 @@
-"""Helpers for the OpenCtx client tests (test_openctx.py).
+"""Helpers for the OpenCtx client tests (test_openctx.py, test_openctx_hardening.py).
 
 Real parts only: a real HTTP provider (``http.server`` on 127.0.0.1:0 in a
 thread), real ESM provider modules (tests/fixtures/openctx/provider-*.mjs) run
@@ -7,7 +7,7 @@ the official client library ``@openctx/client`` 0.0.30 as the reference
 (tests/fixtures/openctx/differential/reference.mjs). The Node dependencies come
 from ``npm ci --prefix tests/fixtures/openctx``; missing is a failure.
 
-Only this file and test_openctx.py use it; conftest.py stays as it is.
+Only the OpenCtx tests use it; conftest.py stays as it is.
 """
 
 from __future__ import annotations

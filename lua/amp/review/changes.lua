@@ -93,7 +93,8 @@ end
 -- Recording --------------------------------------------------------------------
 
 --- Called before a buffer takes in a change from outside (the file watcher's
---- reload, an agent's edit; main thread, from helpers.lua's apply_begin).
+--- reload, an agent's edit; main thread, from apply_begin in
+--- src/nvim/helpers/buffers.lua).
 --- Keeps the buffer's text from before the first unreviewed change.
 function M.record(buf)
   local name = api.nvim_buf_get_name(buf)

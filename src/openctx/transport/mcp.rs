@@ -25,7 +25,8 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
 
-use super::{lock, ChildConn, ChildSpec, ProviderError, RequestError};
+use super::{ChildConn, ChildSpec, ProviderError, RequestError};
+use crate::core::sync::LockExt;
 
 pub const MCP_PROTOCOL_VERSION: &str = "2024-11-05";
 /// The handshake may include `npx` installing the server the first time.
@@ -151,7 +152,7 @@ impl McpProvider {
 
     /// Kills the server (pending calls fail). A later call starts a new one.
     pub async fn shutdown(&self) {
-        let session = lock(&self.inner.session).take();
+        let session = self.inner.session.locked().take();
         if let Some(s) = session {
             s.conn.shutdown(&format!("{} shut down", self.inner.spec.label), SHUTDOWN_WAIT).await;
         }
@@ -159,11 +160,11 @@ impl McpProvider {
 
     /// The running server's pid, if one is running.
     pub fn pid(&self) -> Option<u32> {
-        lock(&self.inner.session).as_ref().filter(|s| s.usable()).and_then(|s| s.conn.pid())
+        self.inner.session.locked().as_ref().filter(|s| s.usable()).and_then(|s| s.conn.pid())
     }
 
     fn session(&self) -> Result<Arc<Session>, ProviderError> {
-        let mut slot = lock(&self.inner.session);
+        let mut slot = self.inner.session.locked();
         if let Some(s) = slot.as_ref().filter(|s| s.usable()) {
             return Ok(s.clone());
         }

@@ -21,7 +21,8 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::http::{read_body_capped, shared_client, MAX_BODY_BYTES};
-use super::{error_chain, lock, ChildConn, ChildSpec, ProviderError, RequestError};
+use super::{error_chain, ChildConn, ChildSpec, ProviderError, RequestError};
+use crate::core::sync::LockExt;
 
 /// A downloaded module is used without asking the server again for this long.
 const MODULE_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
@@ -211,15 +212,15 @@ impl NodeHost {
     /// (`openctx.startup_timeout_ms`). Cancel-safe.
     pub async fn start(&self, module: &str) -> Result<(), ProviderError> {
         let module_ref = self.module_ref(module).await?;
-        let running = lock(&self.inner.conn).as_ref().filter(|c| !c.is_dead()).cloned();
+        let running = self.inner.conn.locked().as_ref().filter(|c| !c.is_dead()).cloned();
         if let Some(conn) = running {
-            let loaded = lock(&self.inner.loaded).get(&module_ref).and_then(std::sync::Weak::upgrade);
+            let loaded = self.inner.loaded.locked().get(&module_ref).and_then(std::sync::Weak::upgrade);
             if loaded.is_some_and(|c| Arc::ptr_eq(&c, &conn)) {
                 return Ok(());
             }
         }
         let (conn, _) = self.send(json!({"module": module_ref, "load": true})).await?;
-        lock(&self.inner.loaded).insert(module_ref, Arc::downgrade(&conn));
+        self.inner.loaded.locked().insert(module_ref, Arc::downgrade(&conn));
         Ok(())
     }
 
@@ -249,7 +250,7 @@ impl NodeHost {
 
     /// Kills the Node process (pending calls fail). A later call starts a new one.
     pub async fn shutdown(&self) {
-        let conn = lock(&self.inner.conn).take();
+        let conn = self.inner.conn.locked().take();
         if let Some(conn) = conn {
             conn.shutdown("node host shut down", SHUTDOWN_WAIT).await;
         }
@@ -257,7 +258,7 @@ impl NodeHost {
 
     /// The running Node process's pid, if one is running.
     pub fn pid(&self) -> Option<u32> {
-        lock(&self.inner.conn).as_ref().filter(|c| !c.is_dead()).and_then(|c| c.pid())
+        self.inner.conn.locked().as_ref().filter(|c| !c.is_dead()).and_then(|c| c.pid())
     }
 
     /// Pings `conn`'s host in the background; kills it (and forgets it, so
@@ -275,7 +276,7 @@ impl NodeHost {
                     "openctx: the Node host stopped answering (a JS provider is blocking it): restarting it",
                 );
                 {
-                    let mut slot = lock(&inner.conn);
+                    let mut slot = inner.conn.locked();
                     if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                         *slot = None;
                     }
@@ -291,7 +292,7 @@ impl NodeHost {
     }
 
     fn connection(&self) -> Result<Arc<ChildConn>, ProviderError> {
-        let mut slot = lock(&self.inner.conn);
+        let mut slot = self.inner.conn.locked();
         if let Some(conn) = slot.as_ref().filter(|c| !c.is_dead()) {
             return Ok(conn.clone());
         }
@@ -307,7 +308,7 @@ impl NodeHost {
     async fn fetch_module(&self, url: &str) -> Result<PathBuf, ProviderError> {
         let path = cache_path(&self.inner.cache_dir, url);
         let mut rx = {
-            let mut downloads = lock(&self.inner.downloads);
+            let mut downloads = self.inner.downloads.locked();
             // (An entry whose task vanished without an answer is started anew.)
             match downloads.get(url).filter(|rx| rx.borrow().is_some() || rx.has_changed().is_ok()) {
                 Some(rx) => rx.clone(),
@@ -332,7 +333,7 @@ impl NodeHost {
                             Err(e) => Err(e),
                         };
                         let _ = tx.send(Some(result));
-                        lock(&inner.downloads).remove(&url);
+                        inner.downloads.locked().remove(&url);
                     });
                     rx
                 }
@@ -352,7 +353,7 @@ impl NodeHost {
 
     #[cfg(test)]
     fn stray_lines(&self) -> u64 {
-        lock(&self.inner.conn).as_ref().map_or(0, |c| c.stray_lines())
+        self.inner.conn.locked().as_ref().map_or(0, |c| c.stray_lines())
     }
 }
 

@@ -30,6 +30,7 @@
 pub mod sessions;
 pub mod sse;
 
+use crate::core::sync::LockExt;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -219,7 +220,7 @@ async fn handle<P: Protocol>(req: Request<Incoming>, protocol: &Arc<P>, standing
         return closing(status, &reason);
     }
     {
-        let mut standing = standing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut standing = standing.locked();
         if matches!(*standing, Standing::Pending(_)) {
             // The first admitted request: the slot goes, a place is taken.
             *standing = match protocol.http().connections.clone().try_acquire_owned() {
@@ -310,7 +311,7 @@ fn open_stream<P: Protocol>(protocol: &Arc<P>, id: &str) -> Response<Body> {
     };
     let session = inbox.session.clone();
     {
-        let mut connection = session.connection.lock().unwrap_or_else(|p| p.into_inner());
+        let mut connection = session.connection.locked();
         if connection.is_none() {
             match hub.connect(agent, session.owner) {
                 Ok(c) => *connection = Some(c),

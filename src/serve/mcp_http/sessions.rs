@@ -8,6 +8,7 @@
 //! [`STREAM_GRACE`]: clients reconnect a dropped stream), and is gone when
 //! it ends or its stream stays closed past the grace.
 
+use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,18 +59,18 @@ impl Session {
     }
 
     fn has_stream(&self) -> bool {
-        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.inbox.locked().is_none()
     }
 
     /// Ends the registry's entry, for `reason`; whether there was one.
     pub fn disconnect(&self, reason: &str) -> bool {
-        let connection = self.connection.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let connection = self.connection.locked().take();
         connection.map(|c| c.end(reason)).is_some()
     }
 
     /// Whether the client counts as connected (the registry's entry).
     pub fn connected(&self) -> bool {
-        self.connection.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.connection.locked().is_some()
     }
 
     /// The streams opened so far (see [`Inbox`]).
@@ -90,7 +91,7 @@ pub struct Inbox {
 
 impl Drop for Inbox {
     fn drop(&mut self) {
-        *self.session.inbox.lock().unwrap_or_else(|p| p.into_inner()) = self.rx.take();
+        *self.session.inbox.locked() = self.rx.take();
         self.streams.fetch_sub(1, Ordering::Relaxed);
         if let Some(on_close) = self.on_close.take() {
             on_close(self.session.clone());
@@ -117,7 +118,7 @@ pub struct Sessions {
 
 impl Sessions {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.locked()
     }
 
     /// A new session of `agent` (CSPRNG id), making room as [`MAX_SESSIONS`] says.
@@ -169,7 +170,7 @@ impl Sessions {
         on_close: impl FnOnce(Arc<Session>) + Send + 'static,
     ) -> Result<Inbox, Refused> {
         let session = self.get(id)?;
-        let mut inbox = session.inbox.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inbox = session.inbox.locked();
         if inbox.is_none() {
             return Err(Refused::StreamOpen);
         }

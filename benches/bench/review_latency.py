@@ -1,4 +1,4 @@
-"""Benchmark 11 (run by bench.py): keystroke latency while an agent's big
+"""Benchmark 11: keystroke latency while an agent's big
 proposal arrives, and while the user opens it.
 
 A Claude-protocol client (a real WebSocket, Claude's header token and
@@ -23,7 +23,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-MIB = 1024 * 1024
+from .editor import Editor
+from .report import Results
+from .run import Run
+from .stats import MIB, ms, pace, percentile
+from .ui import UiDrain
 
 LUA_KEY_LOG = r"""
 _G.amp_keys = {}
@@ -71,9 +75,7 @@ def type_keys_until(ed, done: Callable[[], bool], grace: float, cap: float) -> l
             done_at = time.monotonic()
         if done_at is not None and time.monotonic() - done_at > grace:
             break
-        pause = t0 + 0.020 - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
+        pace(t0, 0.020)
     return sent
 
 
@@ -82,13 +84,23 @@ def latencies(ed, sent: list[int], first: int) -> tuple[list[float], int]:
     return [(h - s) / 1e9 for s, h in zip(sent, handled)], len(handled)
 
 
-def run(ed, res, make_ui: Callable, percentile: Callable, ms: Callable) -> None:
+def report_keys(res: Results, label: str, lat: list[float], handled: int, sent: list[int]) -> None:
+    """One row: the latencies of the keys typed (`handled` of the `sent` were)."""
+    if not lat:
+        res.add(label, "not measured: no key handled", "p99 <= 16 ms", False)
+        return
+    p99 = percentile(lat, 99)
+    res.add(label, f"p50 {ms(percentile(lat, 50))}, p99 {ms(p99)}, max {ms(max(lat))} (n={len(lat)}"
+            f"{'' if handled == len(sent) else f', {len(sent) - handled} not handled'})", "p99 <= 16 ms", p99 <= 16e-3)
+
+
+def keystrokes_during_review(ed: Editor, res: Results) -> None:
     ws_dir = ed.workspace
     target = ws_dir / "big.txt"
     old, new = big_texts(15 * MIB // 62)
     target.write_text(old)
     ed.lua(LUA_KEY_LOG)
-    ui = make_ui(ed.sock)
+    ui = UiDrain(ed.sock)
     ws = claude_socket(ed)
     try:
         frame = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
@@ -108,13 +120,8 @@ def run(ed, res, make_ui: Callable, percentile: Callable, ms: Callable) -> None:
         lat, n = latencies(ed, sent, 0)
         if counted():
             arrival_s = time.monotonic() - t_send
-        label = f"11. keystroke -> handled while Claude's {size / MIB:.0f} MiB openDiff arrives (one-way <F2>)"
-        if not lat:
-            res.add(label, "not measured: no key handled", "p99 <= 16 ms", False)
-        else:
-            p99 = percentile(lat, 99)
-            res.add(label, f"p50 {ms(percentile(lat, 50))}, p99 {ms(p99)}, max {ms(max(lat))} (n={len(lat)}"
-                    f"{'' if n == len(sent) else f', {len(sent) - n} not handled'})", "p99 <= 16 ms", p99 <= 16e-3)
+        report_keys(res, f"11. keystroke -> handled while Claude's {size / MIB:.0f} MiB openDiff arrives (one-way <F2>)",
+                    lat, n, sent)
         if arrival_s is not None:
             res.note(f"11: the {size / MIB:.0f} MiB proposal was counted {arrival_s * 1e3:.0f} ms after its "
                      "request began (transfer, JSON, the file read on tokio)")
@@ -131,13 +138,8 @@ def run(ed, res, make_ui: Callable, percentile: Callable, ms: Callable) -> None:
         sent = type_keys_until(ed, shown, 1.0, 30)
         shown_s = time.monotonic() - t_open if shown() else None
         lat, n = latencies(ed, sent, first)
-        label = "11. same, while :Amp review fills and shows it in diff mode (UI attached, 200x50)"
-        if not lat:
-            res.add(label, "not measured: no key handled", "p99 <= 16 ms", False)
-        else:
-            p99 = percentile(lat, 99)
-            res.add(label, f"p50 {ms(percentile(lat, 50))}, p99 {ms(p99)}, max {ms(max(lat))} (n={len(lat)}"
-                    f"{'' if n == len(sent) else f', {len(sent) - n} not handled'})", "p99 <= 16 ms", p99 <= 16e-3)
+        report_keys(res, "11. same, while :Amp review fills and shows it in diff mode (UI attached, 200x50)",
+                    lat, n, sent)
         if shown_s is not None:
             res.note(f"11: :Amp review showed the {size / MIB:.0f} MiB proposal in {shown_s * 1e3:.0f} ms "
                      "(buffers filled in slices, then diff mode)")
@@ -145,3 +147,8 @@ def run(ed, res, make_ui: Callable, percentile: Callable, ms: Callable) -> None:
         ws.close()
         ui.close()
         Path(target).unlink(missing_ok=True)
+
+
+def measure(run: Run, res: Results) -> None:
+    with run.own_editor("review", "{ auto_start = true, agents = { amp = true, claude = true } }") as review:
+        keystrokes_during_review(review, res)
