@@ -38,7 +38,7 @@ from bench.editor import LUA_THREAD_CPU  # noqa: E402 - the main thread's CPU cl
 NVIM = os.environ.get("AMP_NVIM", str(ROOT / ".venv" / "bin" / "nvim"))
 
 # Every front-end with a listener this benchmark has a client for.
-HTTP_AGENTS = ("gemini", "qwen", "mcp")
+HTTP_AGENTS = ("gemini", "qwen", "mcp", "copilot")
 
 MOVES = 50_000
 PAIRS = 7
@@ -101,6 +101,8 @@ class Editor:
                 self._connect_http(name, "ide/contextUpdate")
         if agents.get("mcp"):
             self._connect_http("mcp", "notifications/resources/updated", subscribe="neovim://selection")
+        if agents.get("copilot"):
+            self._connect_http("copilot", "selection_changed")
         time.sleep(3.0)  # past the re-sends that follow a connection
 
     def _wait_ready(self, deadline):
@@ -110,7 +112,9 @@ class Editor:
             ready = status.get("lockfile") and os.path.exists(status["lockfile"])
             for name in HTTP_AGENTS + ("claude",):
                 info = (status.get("agents") or {}).get(name) or {}
-                if self.agents.get(name) and not info.get("port"):
+                if self.agents.get(name) and not (info.get("port") or info.get("socket")):
+                    ready = False
+                elif self.agents.get(name) and not os.path.exists(info.get("discovery_file") or ""):
                     ready = False
             if ready:
                 return status
@@ -152,21 +156,36 @@ class Editor:
         self._reader("claude", lambda: ws.recv(timeout=0.2), "selection_changed")
 
     def _connect_http(self, name, marker, subscribe=None):
-        # Gemini CLI, Qwen Code and the MCP server: MCP over streamable
-        # HTTP; notifications come on the GET /mcp event stream (the
-        # discovery file has port and token). The MCP server tells a session
+        # Gemini CLI, Qwen Code, the MCP server and Copilot CLI: MCP over
+        # streamable HTTP; notifications come on the GET /mcp event stream.
+        # The discovery file has the port and a bearer token, or (Copilot)
+        # the Unix socket and a Nonce header. The MCP server tells a session
         # of the selection only once it subscribed to neovim://selection.
         import http.client
+        import socket
         info = self.status["agents"][name]
         discovery = json.loads(Path(info["discovery_file"]).read_text())
-        token = discovery.get("authToken")
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream"}
+        if "socketPath" in discovery:
+            auth = discovery["headers"]["Authorization"]
+            host = "localhost"
+
+            def dial():
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(discovery["socketPath"])
+                return s
+        else:
+            auth = f"Bearer {discovery['authToken']}"
+            host = f"127.0.0.1:{info['port']}"
+
+            def dial():
+                return socket.create_connection(("127.0.0.1", info["port"]))
 
         def post(body, session=None):
-            conn = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=5)
-            conn.request("POST", "/mcp", json.dumps(body), dict(headers, **({"mcp-session-id": session}
-                                                                          if session else {})))
+            conn = http.client.HTTPConnection("localhost", timeout=5)
+            conn.sock = dial()
+            conn.request("POST", "/mcp", json.dumps(body), {
+                "Host": host, "Authorization": auth, "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream", **({"mcp-session-id": session} if session else {})})
             resp = conn.getresponse()
             resp.read()
             conn.close()
@@ -183,11 +202,9 @@ class Editor:
         # refuses every read after one timed out ("cannot read from timed out
         # object"), and the reader polls with a timeout. Each event is one
         # chunk, so a chunk holds the whole method name.
-        import socket
-        stream = socket.create_connection(("127.0.0.1", info["port"]))
-        stream.sendall((f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{info['port']}\r\n"
-                        f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n"
-                        f"mcp-session-id: {session}\r\n\r\n").encode())
+        stream = dial()
+        stream.sendall((f"GET /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n"
+                        f"Accept: text/event-stream\r\nmcp-session-id: {session}\r\n\r\n").encode())
         stream.settimeout(0.2)
         self.sockets.append(stream)
 
@@ -244,6 +261,9 @@ def main():
     every = {"amp": True, "claude": True}
     if gemini:
         every.update({name: True for name in HTTP_AGENTS})
+        # Codex's sockets serve the hook and /ide on request: served, with
+        # nothing to push per cursor move (no client of it here).
+        every["codex"] = True
     if os.environ.get("AMP_BENCH_SAME") == "1":  # noise check: the same set-up twice
         every = {"amp": True}
     amp_only = Editor({"amp": True})
@@ -268,7 +288,7 @@ def main():
         a_med = statistics.median(a for a, _ in pairs)
         b_med = statistics.median(b for _, b in pairs)
         diff = statistics.median(b - a for a, b in pairs)
-        names = ", ".join(k for k in every)
+        names = ", ".join(k for k in every if k != "codex") + (", codex served" if every.get("codex") else "")
         print(f"main-thread CPU per cursor move: Amp only (1 client) {a_med:.2f} µs; {names} (one client each) "
               f"{b_med:.2f} µs; difference {diff:+.2f} µs (median of {PAIRS} pairs of {MOVES} moves)")
         for ed in (amp_only, all_of_them):
