@@ -218,7 +218,8 @@ def test_tools_selection_changed_diagnostics_and_status(nvim_factory, amp_env):
                       "source": "test", "range": {"start": {"line": 0, "character": 8},
                                                   "end": {"line": 0, "character": 9}}}]}], diags
     assert text_of(c.tool("update_session_name", {"name": "Fix the bug"})) == {"success": True}
-    assert "is named Fix the bug" in amp_log(ed)
+    # The log is written off the main thread.
+    wait_for(lambda: "is named Fix the bug" in amp_log(ed), 10, "the session's name in the log")
     # Registered by name, listed by :Amp status and :checkhealth amp.
     wait_for(lambda: copilot_status(ed)["clients"] == 1, 5, "one Copilot client")
     wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 1 agent (Copilot)", 5,
