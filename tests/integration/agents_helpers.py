@@ -11,12 +11,12 @@ import json
 import os
 import shutil
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import openai_mock
+from model_stand_in import ScriptedModel, texts_of
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fixtures" / "agents" / "node_modules"
@@ -32,7 +32,7 @@ def claude_available() -> bool:
     return CLAUDE.is_file() and os.access(CLAUDE, os.X_OK) and shutil.which("tmux") is not None
 
 
-class AnthropicMock:
+class AnthropicMock(ScriptedModel):
     """`POST /v1/messages` with SSE streaming. Each request of the main
     conversation (the one that carries tools) takes the next scripted turn:
     a list of content blocks (`{"type": "text", "text": ...}` or
@@ -40,11 +40,10 @@ class AnthropicMock:
     used up, or for side requests (titles, summaries), it answers a short
     text. Every request body is kept in `requests`."""
 
+    what = "the API mock"
+
     def __init__(self, script: list[list[dict]] | None = None):
-        self.script = list(script or [])
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
+        super().__init__(script)
         mock = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -143,12 +142,7 @@ class AnthropicMock:
                 event("message_stop", {"type": "message_stop"})
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(Handler)
 
     def _next_turn(self, body: dict) -> list[dict]:
         with self.changed:
@@ -168,42 +162,12 @@ class AnthropicMock:
         with self.lock:
             return [r for r in self.requests if r.get("tools")]
 
-    def wait_for(self, predicate, timeout: float = 60.0):
-        """Waits until `predicate(requests)` is truthy; returns its value."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                value = predicate(list(self.requests))
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"the API mock never saw what was expected ({len(self.requests)} requests)")
-                self.changed.wait(min(left, 0.5))
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def request_text(body: dict) -> str:
     """Every text of a request (system, messages, tool results), joined."""
-    out: list[str] = []
-
-    def walk(value):
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                if k in ("text", "content", "system"):
-                    walk(v)
-
-    walk(body.get("system"))
-    walk(body.get("messages"))
-    return "\n".join(out)
+    keys = ("text", "content", "system")
+    return "\n".join(texts_of(body.get("system"), keys) + texts_of(body.get("messages"), keys))
 
 
 def claude_home(home: Path, project: Path) -> dict[str, str]:
@@ -500,7 +464,7 @@ def codex_available() -> bool:
     return CODEX.exists() and shutil.which("node") is not None and shutil.which("tmux") is not None
 
 
-class ResponsesMock:
+class ResponsesMock(ScriptedModel):
     """`POST /v1/responses` of the OpenAI Responses API, streamed (SSE), as
     Codex CLI calls it through a provider entry. Each request of the
     conversation takes the next scripted turn: a list of output items
@@ -510,11 +474,10 @@ class ResponsesMock:
     answers a short message. Side requests (the thread's title, asked as structured
     output) get a title. Every request body is kept in `requests`."""
 
+    what = "the Responses mock"
+
     def __init__(self, script: list[list[dict]] | None = None):
-        self.script = list(script or [])
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
+        super().__init__(script)
         mock = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -564,12 +527,7 @@ class ResponsesMock:
                 event({"type": "response.completed", "response": {"id": rid, "usage": usage}})
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(Handler, "/v1")
 
     def _next_turn(self, body: dict) -> list[dict]:
         with self.changed:
@@ -596,42 +554,12 @@ class ResponsesMock:
         with self.lock:
             return [r for r in self.requests if not (r.get("text") or {}).get("format")]
 
-    def wait_for(self, predicate, timeout: float = 60.0):
-        """Waits until `predicate(requests)` is truthy; returns its value."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                value = predicate(list(self.requests))
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"the Responses mock never saw what was expected ({len(self.requests)} requests)")
-                self.changed.wait(min(left, 0.5))
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def responses_text(body: dict) -> str:
     """Every text of a Responses request (instructions, input items), joined."""
-    out: list[str] = []
-
-    def walk(value):
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                if k in ("text", "content", "instructions", "input", "output"):
-                    walk(v)
-
-    walk(body.get("instructions"))
-    walk(body.get("input"))
-    return "\n".join(out)
+    keys = ("text", "content", "instructions", "input", "output")
+    return "\n".join(texts_of(body.get("instructions"), keys) + texts_of(body.get("input"), keys))
 
 
 def codex_home(home: Path, mock_url: str, project: Path) -> dict[str, str]:

@@ -13,20 +13,18 @@ request body is kept in `requests`."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from model_stand_in import ScriptedModel
 
 MODEL = "m"
 
 
-class OpenAIMock:
+class OpenAIMock(ScriptedModel):
     def __init__(self, script: list[list[dict]] | None = None, side_text: str = "Done."):
-        self.script = list(script or [])
+        super().__init__(script)
         self.side_text = side_text
-        self.requests: list[dict] = []
-        self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         mock = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -98,12 +96,7 @@ class OpenAIMock:
                 self.wfile.flush()
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serve(Handler, "/v1")
 
     @staticmethod
     def _completion(body: dict, blocks: list[dict]) -> dict:
@@ -137,23 +130,6 @@ class OpenAIMock:
         with self.lock:
             return [r for r in self.requests if r.get("tools")]
 
-    def wait_for(self, predicate, timeout: float = 60.0):
-        """Waits until `predicate(requests)` is truthy; returns its value."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while True:
-                value = predicate(list(self.requests))
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"the model stand-in never saw what was expected ({len(self.requests)} "
-                                         f"requests)")
-                self.changed.wait(min(left, 0.5))
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def request_text(body: dict) -> str:
