@@ -225,31 +225,6 @@ mod tests {
     }
 
     #[test]
-    fn visual_selection_is_0_based_lines_and_utf16_characters() {
-        // "é→😀x": byte 9 is UTF-16 character 4.
-        let sel = RawSelection {
-            path: "/w/a b.rs".into(),
-            cursor_only: false,
-            regions: vec![region(1, 9, 2, 1, &["é→😀x", "yz"])],
-        };
-        let v = selection(&sel);
-        assert_eq!(v["text"], "x\ny");
-        assert_eq!(v["filePath"], "/w/a b.rs");
-        assert_eq!(v["fileUrl"], "file:///w/a%20b.rs");
-        assert_eq!(
-            v["selection"],
-            json!({"start": {"line": 1, "character": 4}, "end": {"line": 2, "character": 1}, "isEmpty": false})
-        );
-        // OpenCode counts the same lines from 1; the rest is the same.
-        let one = selection_for(&sel, Lines::FromOne);
-        assert_eq!(
-            one["selection"],
-            json!({"start": {"line": 2, "character": 4}, "end": {"line": 3, "character": 1}, "isEmpty": false})
-        );
-        assert_eq!((&one["text"], &one["filePath"]), (&v["text"], &v["filePath"]));
-    }
-
-    #[test]
     fn the_cursor_is_an_empty_selection() {
         let sel = RawSelection::cursor("/a".into(), 3, 2, b"abcd".to_vec());
         let v = selection(&sel);

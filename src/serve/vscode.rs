@@ -143,6 +143,13 @@ mod tests {
             v["selection"],
             json!({"start": {"line": 1, "character": 4}, "end": {"line": 2, "character": 1}, "isEmpty": false})
         );
+        // OpenCode counts the same lines from 1; the rest is the same.
+        let one = selection_for(&sel, Lines::FromOne);
+        assert_eq!(
+            one["selection"],
+            json!({"start": {"line": 2, "character": 4}, "end": {"line": 3, "character": 1}, "isEmpty": false})
+        );
+        assert_eq!((&one["text"], &one["filePath"]), (&v["text"], &v["filePath"]));
     }
 
     #[test]
