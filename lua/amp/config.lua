@@ -2,7 +2,8 @@
 ---
 --- `require("amp").setup(opts)` calls `M.resolve(opts)`; the result is the merged,
 --- validated configuration that `amp.start()` turns into the native `start` options.
---- See `:help amp-config`.
+--- The options themselves (defaults, types, bounds) are declared once in
+--- lua/amp/config/schema.lua. See `:help amp-config`.
 local M = {}
 local H = {}
 
