@@ -2,7 +2,8 @@
 ---
 --- `require("amp").setup(opts)` calls `M.resolve(opts)`; the result is the merged,
 --- validated configuration that `amp.start()` turns into the native `start` options.
---- See `:help amp-config`.
+--- The options themselves (defaults, types, bounds) are declared once in
+--- lua/amp/config/schema.lua. See `:help amp-config`.
 local M = {}
 local H = {}
 
@@ -42,176 +43,70 @@ local H = {}
 ---@field terminal amp.TerminalConfig
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
----@type amp.Config
-M.defaults = {
-  -- Start the server as soon as `setup()` runs.
-  auto_start = true,
-  -- The terminal agents served, all from the same editor state. `claude`
-  -- (Claude Code, and OpenCode's TUI) writes ~/.claude/ide/<port>.lock
-  -- ($CLAUDE_CONFIG_DIR/ide/ when set) and opens a second loopback port;
-  -- `gemini` (Gemini CLI) writes $TMPDIR/gemini/ide/gemini-ide-server-<pid>-<port>.json
-  -- and opens another (:help amp-gemini); `qwen` (Qwen Code) writes
-  -- ~/.qwen/ide/<port>.lock ($QWEN_HOME/ide/) and opens another (:help
-  -- amp-qwen); `mcp` serves the editor's tools to any agent over MCP
-  -- (:help amp-mcp); `copilot` (GitHub Copilot CLI) writes
-  -- ~/.copilot/ide/<uuid>.lock ($COPILOT_HOME/ide/ when set) and listens
-  -- on a private Unix socket (:help amp-copilot); `codex` (Codex CLI)
-  -- reviews each apply_patch of a Codex started by `:Amp open codex`
-  -- (:help amp-codex); `tap` offers the editor's tools to Copilot CLI
-  -- sessions through a tap gateway (:help amp-tap). Each is off unless
-  -- asked for.
-  agents = {
-    amp = true,
-    claude = false,
-    gemini = false,
-    qwen = false,
-    mcp = false,
-    copilot = false,
-    codex = false,
-    tap = false,
-  },
-  codex = {
-    -- Serve Codex's `/ide` (active file, selection, open tabs) over its
-    -- private, UNOFFICIAL IPC protocol, to the Codex `:Amp open codex`
-    -- starts only. Any Codex update may change or drop it (:help amp-codex).
-    unofficial_ide_context = false,
-  },
-  -- The tap gateway (agents.tap): a WebSocket on this machine.
-  tap = { url = "ws://localhost:9400" },
-  -- Minimum level written to the log file: "trace"|"debug"|"info"|"warn"|"error".
-  log_level = "info",
-  -- Log file; nil means vim.fn.stdpath("log") .. "/amp.log".
-  log_file = nil,
-  -- Cap of the log file (bytes): past it the file is renamed `<file>.1`
-  -- (replacing the previous one) and a new one is started.
-  log_max_bytes = 10 * 1024 * 1024,
-  server = {
-    -- TCP port on 127.0.0.1; 0 lets the OS pick a free one.
-    port = 0,
-    -- { min, max }: try each port of the range in order (overrides `port`).
-    port_range = nil,
-    -- Largest inbound message of any agent (bytes): a bigger WebSocket
-    -- message closes with 1009, a bigger HTTP body gets 413.
-    max_frame_bytes = 64 * 1024 * 1024,
-    -- Clients of one agent connected at the same time.
-    max_clients = 32,
-    -- Outbound messages queued per client.
-    send_queue = 1024,
-    -- WebSocket ping keepalive period (milliseconds).
-    ping_interval_ms = 30000,
-    -- `Origin` header values accepted; any other Origin is refused (403).
-    allowed_origins = {},
-    -- Connections between accept and a finished WebSocket handshake; when
-    -- one more comes, the oldest is dropped (a flood of half-open
-    -- connections cannot use up file descriptors).
-    max_pending_handshakes = 16,
-    -- A handshake not finished within this long is dropped (milliseconds).
-    handshake_timeout_ms = 2000,
-    -- Bytes of requests in flight, all clients together, from the read of
-    -- a message until its answer is sent (counted twice: text and decoded
-    -- form); past it, connections are not read until answers go out.
-    max_inflight_bytes = 256 * 1024 * 1024,
-  },
-  selection = {
-    -- Debounce of selection updates sent to the agent (milliseconds).
-    interval_ms = 10,
-  },
-  watch = {
-    -- Reload buffers whose files change on disk (the agent's edits); a
-    -- buffer with unsaved changes is kept and you are told (:Amp diff).
-    enabled = true,
-    -- Wait this long after the last write to a file before reloading it.
-    debounce_ms = 20,
-  },
-  edits = {
-    -- Autocommands run when an agent's edit is written with Neovim's :write:
-    -- "post" runs BufWritePost (LSP, gitsigns see the save) but not
-    -- BufWritePre (formatters leave the agent's text alone); "all" or "none".
-    write_autocmds = "post",
-    -- readFile and editFile refuse files (and texts) bigger than this (bytes).
-    max_file_bytes = 32 * 1024 * 1024,
-  },
-  notify = {
-    -- A one-line notice when an agent connects or disconnects.
-    connections = true,
-  },
-  review = {
-    -- Amp's editFile opens a review of the change and answers the agent
-    -- only when you decide (see :help amp-review).
-    edit_file = false,
-    -- A review of an editFile not decided by then is closed and the agent
-    -- told so (milliseconds).
-    timeout_ms = 300000,
-    -- Where :Amp review shows a review: "tab" (a tab page of its own),
-    -- "split" (beside the current window, which shows the old text; the
-    -- agent's terminal stays in view) or "inline" (one new window: the new
-    -- text with the removed lines shown between its lines).
-    layout = "tab",
-    -- A normal-mode key that opens the next review (as :Amp review does);
-    -- false: none. A proposal never opens by itself.
-    open_key = false,
-    -- Buffer-local keys in a review (false: no mapping). ]c and [c move
-    -- between hunks as in any diff.
-    keys = { accept_hunk = "ga", reject_hunk = "gr", accept_all = "gA", reject_all = "gR" },
-  },
-  terminal = {
-    -- The agent `:Amp open` starts without an argument.
-    default = "amp",
-    -- Where its window opens: "right", "left", "bottom", "top" or "float".
-    position = "right",
-    -- Width (right/left) or height (bottom/top) of the window: below 1 a
-    -- fraction of the editor's, else columns or lines. A float: both.
-    size = 0.4,
-    -- The command of each agent, as a list (program, then arguments).
-    -- Claude Code starts in "default" permission mode and Qwen Code in
-    -- "default" approval mode: they then ask the editor to review each edit
-    -- (openDiff); their own defaults ("auto" in Claude Code 2.1 and Qwen
-    -- Code 0.24) edit files without asking.
-    cmd = {
-      amp = { "amp" },
-      claude = { "claude", "--permission-mode", "default" },
-      gemini = { "gemini" },
-      qwen = { "qwen", "--approval-mode", "default" },
-      copilot = { "copilot" },
-      opencode = { "opencode" },
-      codex = { "codex" },
-      -- Agents without an attach protocol of their own: they get the
-      -- editor's tools over MCP (agents.mcp; :help amp-mcp).
-      cursor = { "cursor-agent" },
-      crush = { "crush" },
-      goose = { "goose", "session" },
-      kiro = { "kiro-cli", "chat" },
-    },
-  },
-  install = {
-    -- Where `:Amp install` downloads release files from ("{version}" is
-    -- replaced); nil: the GitHub releases of the repository the plugin was
-    -- cloned from.
-    url = nil,
-  },
-  openctx = {
-    -- Ask OpenCtx providers for annotations, mentions and items.
-    enabled = true,
-    -- Provider URI -> true | settings table | false (disabled). See :help amp-openctx.
-    providers = {},
-    -- Deadline of each provider call (milliseconds).
-    timeout_ms = 2000,
-    -- Deadline of a provider's start-up (milliseconds): Node importing a
-    -- module (downloaded first when remote), an MCP server's handshake (npx
-    -- may install it first). The call that follows has timeout_ms.
-    startup_timeout_ms = 15000,
-    -- Files bigger than this are not annotated.
-    max_file_bytes = 1024 * 1024,
-    -- The Node.js executable that runs JavaScript providers.
-    node_command = "node",
-    -- Wait this long after typing stops before asking for annotations again.
-    debounce_ms = 300,
-  },
-}
+local schema = require("amp.config.schema")
 
-M.log_levels = { "trace", "debug", "info", "warn", "error" }
--- The agents `:Amp open` knows, and where their terminal may open.
-M.terminal_agents = { "amp", "claude", "gemini", "qwen", "copilot", "opencode", "codex" }
+M.schema = schema.options
+M.log_levels = schema.log_levels
+M.terminal_agents = schema.terminal_agents
+M.terminal_positions = schema.terminal_positions
+M.review_layouts = schema.review_layouts
+
+-- Each option's path in the configuration table, split once:
+-- "server.max_clients" -> { "server", "max_clients" }.
+H.paths = {}
+for i, option in ipairs(schema.options) do
+  local path = {}
+  for part in option.name:gmatch("[^.]+") do
+    path[#path + 1] = part
+  end
+  H.paths[i] = path
+end
+
+--- A deep copy of an options table (no cycles); metatables are kept
+--- (`vim.empty_dict()` must stay one).
+function H.copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local out = {}
+  for k, v in pairs(value) do
+    out[k] = H.copy(v)
+  end
+  return setmetatable(out, getmetatable(value))
+end
+
+--- Set `value` at `path` in `tbl`, making the tables on the way.
+function H.set(tbl, path, value)
+  for i = 1, #path - 1 do
+    local key = path[i]
+    tbl[key] = tbl[key] or {}
+    tbl = tbl[key]
+  end
+  tbl[path[#path]] = value
+end
+
+--- The value at `path` in `tbl` (nil when a table on the way is missing).
+function H.get(tbl, path)
+  for i = 1, #path do
+    if type(tbl) ~= "table" then
+      return nil
+    end
+    tbl = tbl[path[i]]
+  end
+  return tbl
+end
+
+--- Every option at its default, from the schema (see :help amp-config).
+---@type amp.Config
+M.defaults = {}
+-- Keys that a table may hold besides those in the defaults (their default is nil).
+H.optional_keys = {}
+for i, option in ipairs(schema.options) do
+  H.set(M.defaults, H.paths[i], H.copy(option.default))
+  if option.default == nil then
+    H.optional_keys[option.name] = true
+  end
+end
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -234,8 +129,6 @@ function M.agent_names(config)
   table.sort(others)
   return vim.list_extend(names, others)
 end
-M.terminal_positions = { "right", "left", "bottom", "top", "float" }
-M.review_layouts = { "tab", "split", "inline" }
 
 --- Merge `user` over the defaults and validate the result.
 ---@param user? table
@@ -318,158 +211,81 @@ end
 ---@return boolean ok
 ---@return string|nil err
 function M.validate(config)
-  local checks = {
-    { "auto_start", config.auto_start, H.is_boolean, "a boolean" },
-    { "agents.amp", config.agents.amp, H.is_boolean, "a boolean" },
-    { "agents.claude", config.agents.claude, H.is_boolean, "a boolean" },
-    { "agents.gemini", config.agents.gemini, H.is_boolean, "a boolean" },
-    { "agents.qwen", config.agents.qwen, H.is_boolean, "a boolean" },
-    { "agents.mcp", config.agents.mcp, H.is_boolean, "a boolean" },
-    { "agents.copilot", config.agents.copilot, H.is_boolean, "a boolean" },
-    { "agents.codex", config.agents.codex, H.is_boolean, "a boolean" },
-    { "codex.unofficial_ide_context", config.codex.unofficial_ide_context, H.is_boolean, "a boolean" },
-    { "agents.tap", config.agents.tap, H.is_boolean, "a boolean" },
-    { "tap.url", config.tap.url, H.is_tap_url, "a ws:// URL on this machine (localhost, 127.0.0.1 or [::1])" },
-    { "log_level", config.log_level, H.is_log_level, "one of " .. table.concat(M.log_levels, "|") },
-    { "log_file", config.log_file, H.optional(H.is_nonempty_string), "nil or a file path" },
-    { "log_max_bytes", config.log_max_bytes, H.is_positive_int, "a positive integer", 4096 },
-    { "server.port", config.server.port, H.is_port_or_zero, "an integer between 0 and 65535" },
-    {
-      "server.port_range",
-      config.server.port_range,
-      H.optional(H.is_port_range),
-      "nil or { min, max } with 1 <= min <= max <= 65535",
-    },
-    -- Bounds (min/max) are those the native side accepts.
-    {
-      "server.max_frame_bytes",
-      config.server.max_frame_bytes,
-      H.is_positive_int,
-      "a positive integer",
-      1024,
-      4294967295,
-    },
-    { "server.max_clients", config.server.max_clients, H.is_positive_int, "a positive integer", 1, 10000 },
-    { "server.send_queue", config.server.send_queue, H.is_positive_int, "a positive integer", 1, 1000000 },
-    {
-      "server.ping_interval_ms",
-      config.server.ping_interval_ms,
-      H.is_positive_int,
-      "a positive integer",
-      100,
-      3600000,
-    },
-    { "server.allowed_origins", config.server.allowed_origins, H.is_string_list, "a list of strings" },
-    {
-      "server.max_pending_handshakes",
-      config.server.max_pending_handshakes,
-      H.is_positive_int,
-      "a positive integer",
-      1,
-      10000,
-    },
-    {
-      "server.handshake_timeout_ms",
-      config.server.handshake_timeout_ms,
-      H.is_positive_int,
-      "a positive integer",
-      100,
-      60000,
-    },
-    {
-      "server.max_inflight_bytes",
-      config.server.max_inflight_bytes,
-      H.is_positive_int,
-      "a positive integer",
-      1048576,
-      4294967295,
-    },
-    {
-      "selection.interval_ms",
-      config.selection.interval_ms,
-      H.is_non_negative_int,
-      "a non-negative integer",
-      0,
-      10000,
-    },
-    { "watch.enabled", config.watch.enabled, H.is_boolean, "a boolean" },
-    { "watch.debounce_ms", config.watch.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 10000 },
-    { "edits.write_autocmds", config.edits.write_autocmds, H.is_write_autocmds, '"all", "post" or "none"' },
-    { "notify.connections", config.notify.connections, H.is_boolean, "a boolean" },
-    { "review.edit_file", config.review.edit_file, H.is_boolean, "a boolean" },
-    { "review.timeout_ms", config.review.timeout_ms, H.is_positive_int, "a positive integer", 1000, 86400000 },
-    {
-      "review.layout",
-      config.review.layout,
-      H.one_of(M.review_layouts),
-      "one of " .. table.concat(M.review_layouts, "|"),
-    },
-    { "review.open_key", config.review.open_key, H.is_key_or_false, "a key (a non-empty string) or false" },
-    { "review.keys", config.review.keys, H.is_key_map, "a table of key names to keys (strings) or false" },
-    { "install.url", config.install.url, H.optional(H.is_nonempty_string), "nil or a URL" },
-    { "edits.max_file_bytes", config.edits.max_file_bytes, H.is_positive_int, "a positive integer", 1, 1099511627776 },
-    {
-      "terminal.default",
-      config.terminal.default,
-      function(v)
-        return type(v) == "string" and config.terminal.cmd[v] ~= nil
-      end,
-      "an agent named in terminal.cmd (" .. table.concat(M.agent_names(config), "|") .. ")",
-    },
-    {
-      "terminal.position",
-      config.terminal.position,
-      H.one_of(M.terminal_positions),
-      "one of " .. table.concat(M.terminal_positions, "|"),
-    },
-    { "terminal.size", config.terminal.size, H.is_positive_number, "a positive number", 0, 10000 },
-    { "terminal.cmd.amp", config.terminal.cmd.amp, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.claude", config.terminal.cmd.claude, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.gemini", config.terminal.cmd.gemini, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.qwen", config.terminal.cmd.qwen, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.copilot", config.terminal.cmd.copilot, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.opencode", config.terminal.cmd.opencode, H.is_command, "a non-empty list of strings" },
-    { "terminal.cmd.codex", config.terminal.cmd.codex, H.is_command, "a non-empty list of strings" },
-    { "openctx.enabled", config.openctx.enabled, H.is_boolean, "a boolean" },
-    {
-      "openctx.providers",
-      config.openctx.providers,
-      H.is_provider_map,
-      "a table of provider URI = true|false|{settings}",
-    },
-    -- (Each entry is checked when OpenCtx starts: a bad one is skipped with a warning.)
-    { "openctx.timeout_ms", config.openctx.timeout_ms, H.is_positive_int, "a positive integer", 1, 600000 },
-    {
-      "openctx.startup_timeout_ms",
-      config.openctx.startup_timeout_ms,
-      H.is_positive_int,
-      "a positive integer",
-      1,
-      600000,
-    },
-    { "openctx.max_file_bytes", config.openctx.max_file_bytes, H.is_non_negative_int, "a non-negative integer" },
-    { "openctx.node_command", config.openctx.node_command, H.is_nonempty_string, "a command name or path" },
-    { "openctx.debounce_ms", config.openctx.debounce_ms, H.is_non_negative_int, "a non-negative integer", 0, 60000 },
-  }
-  for _, agent in ipairs(M.agent_names(config)) do
-    local cmd = config.terminal.cmd[agent]
-    if not (type(agent) == "string" and H.is_command(cmd)) then
-      table.insert(checks, { "terminal.cmd." .. tostring(agent), cmd, H.is_command, "a non-empty list of strings" })
+  for i, option in ipairs(schema.options) do
+    local err = H.check(option, H.get(config, H.paths[i]), config)
+    if err then
+      return false, err
     end
   end
-  for _, check in ipairs(checks) do
-    local name, value, predicate, expected, min, max = unpack(check, 1, 6)
-    if not predicate(value) then
-      return false, ("amp: setup: %s must be %s, got %s"):format(name, expected, H.show(value))
-    end
-    if min and value < min then
-      return false, ("amp: setup: %s must be at least %d, got %s"):format(name, min, H.show(value))
-    end
-    if max and value > max then
-      return false, ("amp: setup: %s must be at most %d, got %s"):format(name, max, H.show(value))
+  -- Agents beyond the known ones (their commands are checked last).
+  local cmd = config.terminal.cmd
+  for _, agent in ipairs(M.agent_names(config)) do
+    if not vim.list_contains(M.terminal_agents, agent) then
+      local err = H.check_value("terminal.cmd." .. tostring(agent), cmd[agent], H.command_type)
+      if err then
+        return false, err
+      end
     end
   end
   return true, nil
+end
+
+--- The options native `start` takes from the configuration, under their
+--- native names (each option's `rust` in the schema), copied.
+---@param config amp.Config resolved
+---@return table
+function M.native_options(config)
+  local opts = {}
+  for i, option in ipairs(schema.options) do
+    if option.rust then
+      local path = H.rust_paths[i]
+      if not path then
+        path = {}
+        for part in option.rust:gmatch("[^.]+") do
+          path[#path + 1] = part
+        end
+        H.rust_paths[i] = path
+      end
+      H.set(opts, path, H.copy(H.get(config, H.paths[i])))
+    end
+  end
+  return opts
+end
+H.rust_paths = {}
+
+H.command_type = { check = schema.is_command, expect = "a non-empty list of strings" }
+
+--- The error naming `option` when `value` does not fit it, else nil.
+function H.check(option, value, config)
+  if option.type == "commands" then
+    -- Each known agent's command, named in the error.
+    for _, agent in ipairs(M.terminal_agents) do
+      local err = H.check_value("terminal.cmd." .. agent, value[agent], H.command_type)
+      if err then
+        return err
+      end
+    end
+    return nil
+  end
+  return H.check_value(option.name, value, schema.types[option.type], option, config)
+end
+
+function H.check_value(name, value, kind, option, config)
+  if not kind.check(value, config) then
+    local expect = (option and option.expect) or kind.expect
+    if type(expect) == "function" then
+      expect = expect(config)
+    end
+    return ("amp: setup: %s must be %s, got %s"):format(name, expect, H.show(value))
+  end
+  local min, max = option and option.min, option and option.max
+  if min and value < min then
+    return ("amp: setup: %s must be at least %d, got %s"):format(name, min, H.show(value))
+  end
+  if max and value > max then
+    return ("amp: setup: %s must be at most %d, got %s"):format(name, max, H.show(value))
+  end
+  return nil
 end
 
 --- A deep copy of an options table (metatables kept): vim.deepcopy's
@@ -490,19 +306,6 @@ end
 
 -- Helpers -------------------------------------------------------------------
 
---- A deep copy of an options table (no cycles); metatables are kept
---- (`vim.empty_dict()` must stay one).
-function H.copy(value)
-  if type(value) ~= "table" then
-    return value
-  end
-  local out = {}
-  for k, v in pairs(value) do
-    out[k] = H.copy(v)
-  end
-  return setmetatable(out, getmetatable(value))
-end
-
 --- Whether `vim.tbl_deep_extend` would merge into `value` rather than
 --- replace it: a table that is empty or not a list.
 local function mergeable(value)
@@ -522,9 +325,6 @@ function H.merge(dst, src)
   end
   return dst
 end
-
--- Keys that a table may hold besides those in the defaults (their default is nil).
-H.optional_keys = { log_file = true, ["server.port_range"] = true, ["install.url"] = true }
 
 function H.unknown_keys(tbl, defaults, prefix)
   local found = {}
@@ -561,118 +361,6 @@ function H.show(value)
     return (("%q"):format(value):gsub("\\\n", "\\n"))
   end
   return vim.inspect(value, { newline = " ", indent = "" })
-end
-
-function H.optional(predicate)
-  return function(value)
-    return value == nil or predicate(value)
-  end
-end
-
--- A table; its entries are checked one by one when OpenCtx starts (a bad
--- entry disables itself only, as in the reference client).
-function H.is_provider_map(value)
-  return type(value) == "table"
-end
-
-function H.is_key_or_false(value)
-  return value == false or (type(value) == "string" and value ~= "")
-end
-
-function H.is_key_map(value)
-  if type(value) ~= "table" then
-    return false
-  end
-  for name, key in pairs(value) do
-    if type(name) ~= "string" or not (key == false or (type(key) == "string" and key ~= "")) then
-      return false
-    end
-  end
-  return true
-end
-
-function H.one_of(values)
-  return function(value)
-    return vim.list_contains(values, value)
-  end
-end
-
-function H.is_positive_number(value)
-  return type(value) == "number" and value > 0 and value < math.huge
-end
-
--- A command: { program, args... }, every item a string, the program not empty.
-function H.is_command(value)
-  return H.is_string_list(value) and #value > 0 and value[1] ~= ""
-end
-
-function H.is_boolean(value)
-  return type(value) == "boolean"
-end
-
-function H.is_write_autocmds(value)
-  return value == "all" or value == "post" or value == "none"
-end
-
-function H.is_integer(value)
-  return type(value) == "number" and value == math.floor(value) and value > -math.huge and value < math.huge
-end
-
-function H.is_positive_int(value)
-  return H.is_integer(value) and value > 0
-end
-
-function H.is_non_negative_int(value)
-  return H.is_integer(value) and value >= 0
-end
-
-function H.is_port_or_zero(value)
-  return H.is_integer(value) and value >= 0 and value <= 65535
-end
-
-function H.is_port(value)
-  return H.is_integer(value) and value >= 1 and value <= 65535
-end
-
-function H.is_port_range(value)
-  if type(value) ~= "table" then
-    return false
-  end
-  local min, max = value.min or value[1], value.max or value[2]
-  return H.is_port(min) and H.is_port(max) and min <= max
-end
-
-function H.is_nonempty_string(value)
-  return type(value) == "string" and value ~= ""
-end
-
---- ws://host[:port][/path] with host localhost, 127.0.0.1 or [::1].
-function H.is_tap_url(value)
-  if type(value) ~= "string" then
-    return false
-  end
-  local host = value:match("^ws://([^/?#]*)")
-  if not host then
-    return false
-  end
-  host = host:gsub(":%d+$", "")
-  return host == "localhost" or host == "127.0.0.1" or host == "[::1]"
-end
-
-function H.is_log_level(value)
-  return type(value) == "string" and vim.list_contains(M.log_levels, value:lower())
-end
-
-function H.is_string_list(value)
-  if type(value) ~= "table" or (next(value) ~= nil and not vim.islist(value)) then
-    return false
-  end
-  for _, item in ipairs(value) do
-    if type(item) ~= "string" then
-      return false
-    end
-  end
-  return true
 end
 
 return M

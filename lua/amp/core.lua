@@ -323,38 +323,17 @@ function H.native_opts(config, version)
   local v = require("amp.version").nvim()
   local server = config.server
   H.mkdir(vim.fs.dirname(config.log_file))
-  return {
-    ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch),
-    workspace_folders = { vim.fn.getcwd() },
-    port = server.port,
-    port_range = server.port_range,
-    preferred_port = H.preferred_port(server),
-    max_frame_bytes = server.max_frame_bytes,
-    max_clients = server.max_clients,
-    send_queue = server.send_queue,
-    ping_interval_ms = server.ping_interval_ms,
-    allowed_origins = server.allowed_origins,
-    max_pending_handshakes = server.max_pending_handshakes,
-    handshake_timeout_ms = server.handshake_timeout_ms,
-    max_inflight_bytes = server.max_inflight_bytes,
-    log_max_bytes = config.log_max_bytes,
-    plugin_version = version,
-    plugin_directory = native.root(),
-    log_file = config.log_file,
-    log_level = config.log_level,
-    selection_interval_ms = config.selection.interval_ms,
-    watch_files = config.watch.enabled,
-    watch_debounce_ms = config.watch.debounce_ms,
-    write_autocmds = config.edits.write_autocmds,
-    max_file_bytes = config.edits.max_file_bytes,
-    read_options = H.read_options(),
-    agents = vim.deepcopy(config.agents),
-    review_edit_file = config.review.edit_file,
-    review_timeout_ms = config.review.timeout_ms,
-    tap_url = config.tap.url,
-    codex_ide_context = config.codex.unofficial_ide_context,
-    nvim_program = vim.v.progpath,
-  }
+  -- The options themselves, under their native names (the schema's
+  -- `rust`), then what the session adds.
+  local opts = require("amp.config").native_options(config)
+  opts.ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch)
+  opts.workspace_folders = { vim.fn.getcwd() }
+  opts.preferred_port = H.preferred_port(server)
+  opts.plugin_version = version
+  opts.plugin_directory = native.root()
+  opts.read_options = H.read_options()
+  opts.nvim_program = vim.v.progpath
+  return opts
 end
 
 --- The port of this session's previous server, tried first so a restart

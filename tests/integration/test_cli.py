@@ -465,10 +465,10 @@ def test_the_plugins_own_log_is_never_an_agents_change(nvim_factory):
 def test_messages_have_one_prefix():
     """Every message the Lua shell builds starts with "amp: "."""
     bad = []
-    for path in (REPO / "lua" / "amp").glob("*.lua"):
+    for path in (REPO / "lua" / "amp").rglob("*.lua"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"[\"'](amp\.nvim(-rs)?|amp\.setup):", line) and "health.start" not in line:
-                bad.append(f"{path.name}:{n}: {line.strip()}")
+                bad.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert bad == []
 
 

@@ -183,6 +183,74 @@ def test_completion_lists_the_subcommands(nvim_factory):
     assert ed.nvim.funcs.getcompletion("Amp re", "cmdline") == ["ref", "restart", "review"]
 
 
+# Feature modules completing subcommand names must not load (lua/amp/commands.lua).
+FEATURE_MODULES = """
+local out = {}
+for _, feature in ipairs(require('amp.commands').features) do
+  out[#out + 1] = feature.module
+end
+return out
+"""
+
+
+def test_completing_subcommand_names_loads_no_feature(nvim_factory):
+    ed = nvim_factory(auto_start=False, _wait=False)
+    modules = ed.lua(FEATURE_MODULES)
+    assert len(modules) >= 9
+    heavy = ["amp.openctx", "amp.review", "amp.terminal", "amp.tap", "amp.message"]
+    loaded = "return vim.tbl_filter(function(m) return package.loaded[m] ~= nil end, {...})"
+    assert ed.lua(loaded, *modules, *heavy) == []
+    got = ed.nvim.funcs.getcompletion("Amp ", "cmdline")
+    assert SUBCOMMANDS <= set(got) and got == sorted(got), got
+    assert ed.lua(loaded, *modules, *heavy) == []
+    # An unknown name's error lists every name, still without loading them.
+    said = ed.lua("local ok, err = pcall(vim.cmd, 'Amp nope'); return ok and vim.fn.execute('messages') or err")
+    assert f'there is no "nope" ({", ".join(got)})' in said, said
+    assert ed.lua(loaded, *modules, *heavy) == []
+    # Completing a subcommand's arguments loads its feature (and only it).
+    assert ed.nvim.funcs.getcompletion("Amp annotations t", "cmdline") == ["toggle"]
+    assert ed.lua(loaded, *modules) == ["amp.openctx.commands"]
+
+
+def test_each_feature_registers_the_names_it_lists(nvim_factory):
+    ed = nvim_factory(auto_start=False, _wait=False)
+    got = ed.lua("""
+        local commands = require('amp.commands')
+        local out = {}
+        for _, feature in ipairs(commands.features) do
+          local before = vim.deepcopy(vim.tbl_keys(commands.commands))
+          require(feature.module)
+          local added = vim.tbl_filter(function(name)
+            return not vim.list_contains(before, name)
+          end, vim.tbl_keys(commands.commands))
+          table.sort(added)
+          local listed = vim.deepcopy(feature.names)
+          table.sort(listed)
+          out[#out + 1] = { feature.module, added, listed }
+        end
+        return out
+    """)
+    seen = []
+    for module, added, listed in got:
+        assert added == listed, module
+        seen += listed
+    assert len(seen) == len(set(seen)), seen
+    assert SUBCOMMANDS <= set(seen)
+
+
+def test_a_subcommand_registered_by_the_user_keeps_its_name(nvim_factory):
+    ed = nvim_factory(auto_start=False, _wait=False)
+    ed.lua("""
+        require('amp.commands').register('diff', { run = function() vim.g.amp_user_diff = 1 end })
+    """)
+    # Loading the feature that also names `diff` (through `take`'s
+    # completion) leaves the user's.
+    ed.nvim.funcs.getcompletion("Amp take ", "cmdline")
+    assert ed.lua("return package.loaded['amp.files.commands'] ~= nil") is True
+    ed.nvim.command("Amp diff")
+    assert ed.lua("return vim.g.amp_user_diff") == 1
+
+
 # ------------------------------------------------------------ User events
 
 

@@ -9,9 +9,11 @@ setup() is the real entry point a user's config calls.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from conftest import lua_literal, wait_for
+from conftest import REPO, lua_literal, wait_for
 
 # Every option and its default, as :help amp-config documents them (log_file
 # is filled in by resolve(); checked separately). An empty Lua table comes
@@ -324,3 +326,96 @@ def test_an_invalid_option_and_an_unknown_one_are_one_line(ed):
     got = ed.lua("return { pcall(require('amp').setup, { log_levle = 'x', log_level = 'loud' }) }")
     assert got[0] is False and got[1].endswith('got "loud"; unknown: log_levle'), got
     assert ed.lua("return amp_notes") == []  # no warning to hide it
+
+
+# ------------------------------------------------------------ the schema and :help amp-config
+
+HELP = REPO / "doc" / "amp.txt"
+
+# The Defaults block of :help amp-config, run as Lua: its table.
+DEFAULTS_BLOCK = """
+local lines, block = vim.fn.readfile(...), nil
+for i, line in ipairs(lines) do
+  if block == nil and line == 'Defaults:' and lines[i + 1] == '>lua' then
+    block = {}
+  elseif block and line:match('^<') then
+    break
+  elseif block and line ~= '>lua' then
+    block[#block + 1] = line
+  end
+end
+assert(block and #block > 0, 'no Defaults block')
+local text = table.concat(block, '\\n'):gsub('^%s*require%("amp"%)%.setup%(', 'return (', 1)
+return assert(loadstring(text, '=Defaults'))()
+"""
+
+# Each option of the schema: name, default (vim.NIL when none), whether
+# the default is nil.
+SCHEMA = """
+local out = {}
+for _, option in ipairs(require('amp.config').schema) do
+  out[#out + 1] = { option.name, option.default == nil and vim.NIL or option.default,
+                    option.default == nil, type(option.help) == 'string' and option.help or vim.NIL }
+end
+return out
+"""
+
+
+def help_entries() -> dict[str, str]:
+    """Each `*amp-config-...*` tag of doc/amp.txt and the text of its entry
+    (its line and the indented lines under it)."""
+    lines = HELP.read_text(encoding="utf-8").splitlines()
+    entries: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        for tag in re.findall(r"\*amp-config-([^*\s]+)\*", line):
+            body = [line]
+            for nxt in lines[i + 1:]:
+                if nxt and not nxt.startswith(" ") or re.search(r"\*amp-config-[^*\s]+\*", nxt):
+                    break
+                body.append(nxt)
+            entries[tag] = "\n".join(body)
+    return entries
+
+
+def shown(value, is_nil: bool) -> str:
+    """An option's default as :help writes it (a Lua literal)."""
+    if is_nil:
+        return "nil"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if value == []:
+        return "{}"
+    return repr(value)
+
+
+def test_the_help_documents_every_option_of_the_schema_with_its_default(ed):
+    # The Defaults block of :help amp-config is the schema's defaults, whole.
+    documented = ed.lua(DEFAULTS_BLOCK, str(HELP))
+    defaults = ed.lua("return require('amp.config').defaults")
+    assert documented == defaults
+    # Each option has its own entry (its tag, or its line under its
+    # section's tag), or is named in its section's entry; an entry of its
+    # own says its default.
+    entries = help_entries()
+    options = ed.lua(SCHEMA)
+    assert len(options) > 40
+    for name, default, is_nil, help_line in options:
+        assert isinstance(help_line, str) and help_line and "\n" not in help_line, name
+        own = entries.get(name)
+        if own is None:
+            parts = name.split(".")
+            section = next((".".join(parts[:n]) for n in range(len(parts) - 1, 0, -1)
+                            if ".".join(parts[:n]) in entries), None)
+            assert section is not None, f"{name}: no *amp-config-{name}* tag nor a section's"
+            entry = entries[section]
+            if entry.startswith(name + " "):
+                own = entry
+            else:
+                assert re.search(rf"\b{re.escape(parts[-1])}\b", entry), f"{name}: not in *amp-config-{section}*"
+        if own is not None and (not isinstance(default, (dict, list)) or default == []):
+            text = " ".join(own.split())
+            want = shown(default, is_nil)
+            assert (f"default `{want}`" in text or f"`{want}` (default)" in text
+                    or (is_nil and "default nil" in text)), f"{name}: its entry does not say default {want}"
