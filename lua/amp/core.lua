@@ -379,18 +379,9 @@ end
 
 -- The part of the configuration a running server depends on.
 function H.server_part(config)
-  return require("amp.config").copy({
-    server = config.server,
-    agents = config.agents,
-    tap = config.tap,
-    selection = config.selection,
-    watch = config.watch,
-    edits = config.edits,
-    review = { edit_file = config.review.edit_file, timeout_ms = config.review.timeout_ms },
-    log_file = config.log_file,
-    log_level = config.log_level,
-    log_max_bytes = config.log_max_bytes,
-  })
+  -- What the native server reads when it starts (the schema's native
+  -- options): a change to any of them takes a restart.
+  return require("amp.config").native_options(config)
 end
 
 -- `review.open_key` opens the next review (:Amp review); the key set by an
