@@ -9,8 +9,9 @@
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use mlua::{Function, Lua, Table};
-use serde_json::{json, Value};
+use mlua::{FromLua, FromLuaMulti, Function, Lua, Table};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::core::{filetext, log};
 use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
@@ -38,51 +39,38 @@ fn amp_core(lua: &Lua) -> mlua::Result<Table> {
 
 fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    t.set("version", export(lua, |_: Vec<Value>| Ok(json!(env!("CARGO_PKG_VERSION"))))?)?;
-    t.set("start", export(lua, |args: Vec<Value>| session::start(ServerOptions::from_json(&arg(&args, 0))?))?)?;
+    t.set("version", export(lua, "version", |()| Ok(env!("CARGO_PKG_VERSION")))?)?;
+    t.set("start", export(lua, "start", |Json(options)| session::start(ServerOptions::from_json(&options)?))?)?;
     t.set(
         "stop",
-        export(lua, |_: Vec<Value>| {
+        export(lua, "stop", |()| {
             session::stop();
-            Ok(Value::Null)
+            Ok(())
         })?,
     )?;
-    t.set("status", export(lua, |_: Vec<Value>| Ok(session::status()))?)?;
+    t.set("status", export(lua, "status", |()| Ok(session::status()))?)?;
     // Whether big reads and writes use Neovim's C API on this version (nvim::bulk).
-    t.set("bulk_c_api", export(lua, |_: Vec<Value>| Ok(json!(bulk::c_api())))?)?;
+    t.set("bulk_c_api", export(lua, "bulk_c_api", |()| Ok(bulk::c_api()))?)?;
     t.set(
         "set_workspace_folders",
-        export(lua, |args: Vec<Value>| {
-            let folders: Vec<String> = serde_json::from_value(arg(&args, 0))
-                .map_err(|e| format!("set_workspace_folders: expected a list of paths ({e})"))?;
-            session::set_workspace_folders(folders).map(|_| Value::Null)
-        })?,
+        export(lua, "set_workspace_folders", |folders: Vec<String>| session::set_workspace_folders(folders))?,
     )?;
     // at_mentioned(path, line_start, line_end): 0-based, end inclusive; the
     // number of Claude clients it was queued for.
     t.set(
         "at_mentioned",
-        export(lua, |args: Vec<Value>| {
-            let path = string_arg("at_mentioned", &args, 0)?;
-            let line =
-                |i: usize| arg(&args, i).as_u64().map(|n| n as usize).ok_or("at_mentioned: expected line numbers");
-            Ok(json!(session::at_mentioned(&path, line(1)?, line(2)?)))
+        export(lua, "at_mentioned", |(path, start, end): (String, usize, usize)| {
+            Ok(session::at_mentioned(&path, start, end))
         })?,
     )?;
     // broadcast("userSentMessage" | "appendToPrompt", { message = text }):
     // the text to every client whose protocol carries it; how many got it.
     t.set(
         "broadcast",
-        export(lua, |args: Vec<Value>| {
-            let submit = match string_arg("broadcast", &args, 0)?.as_str() {
-                "userSentMessage" => true,
-                "appendToPrompt" => false,
-                other => return Err(format!("broadcast: unknown notification {other}")),
-            };
-            let payload = arg(&args, 1);
+        export(lua, "broadcast", |(kind, Json(payload)): (Broadcast, Json)| {
             let text =
                 payload.get("message").and_then(Value::as_str).ok_or("broadcast: expected { message = text }")?;
-            Ok(json!(session::send_text(submit, text)))
+            Ok(session::send_text(kind == Broadcast::UserSentMessage, text))
         })?,
     )?;
     // Hot paths (autocmds): no arguments used, nothing returned.
@@ -93,37 +81,27 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
     t.set(
         "buffer_written",
-        export(lua, |args: Vec<Value>| {
-            session::buffer_written(&string_arg("buffer_written", &args, 0)?);
-            Ok(Value::Null)
+        export(lua, "buffer_written", |name: String| {
+            session::buffer_written(&name);
+            Ok(())
         })?,
     )?;
     t.set(
         "set_read_options",
-        export(lua, |args: Vec<Value>| {
-            filetext::set_read_options(crate::serve::options::read_options("read_options", &arg(&args, 0))?);
-            Ok(Value::Null)
+        export(lua, "set_read_options", |Json(options)| {
+            filetext::set_read_options(crate::serve::options::read_options("read_options", &options)?);
+            Ok(())
         })?,
     )?;
-    t.set(
-        "take_disk_version",
-        export(lua, |args: Vec<Value>| {
-            session::take_disk_version(&string_arg("take_disk_version", &args, 0)?).map(|_| Value::Null)
-        })?,
-    )?;
+    t.set("take_disk_version", export(lua, "take_disk_version", |name: String| session::take_disk_version(&name))?)?;
     // `:Amp tap pair`: the code the user typed, to the tap connection
     // waiting for it (lua/amp/tap.lua).
-    t.set(
-        "tap_pair",
-        export(lua, |args: Vec<Value>| {
-            crate::tap::pairing::submit(&string_arg("tap_pair", &args, 0)?).map(|_| Value::Null)
-        })?,
-    )?;
+    t.set("tap_pair", export(lua, "tap_pair", |code: String| crate::tap::pairing::submit(&code))?)?;
     // OpenCtx (see lua/amp/openctx.lua).
     t.set(
         "openctx_configure",
-        export(lua, |args: Vec<Value>| {
-            crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&arg(&args, 0))?)
+        export(lua, "openctx_configure", |Json(options)| {
+            crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&options)?)
         })?,
     )?;
     // The Lua function that takes the answers to requests made with an id.
@@ -136,25 +114,22 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.set(
         "openctx_stop",
-        export(lua, |_: Vec<Value>| {
+        export(lua, "openctx_stop", |()| {
             crate::nvim::openctx::stop();
-            Ok(Value::Null)
+            Ok(())
         })?,
     )?;
-    t.set("openctx_running", export(lua, |_: Vec<Value>| Ok(json!(crate::nvim::openctx::running())))?)?;
+    t.set("openctx_running", export(lua, "openctx_running", |()| Ok(crate::nvim::openctx::running()))?)?;
     t.set(
         "openctx_refresh_buffer",
-        export(lua, |args: Vec<Value>| {
-            let bufnr = arg(&args, 0).as_i64().ok_or("openctx_refresh_buffer: expected a buffer number")?;
-            crate::nvim::openctx::refresh_buffer(bufnr as i32).map(|_| Value::Null)
-        })?,
+        export(lua, "openctx_refresh_buffer", |bufnr: i32| crate::nvim::openctx::refresh_buffer(bufnr))?,
     )?;
-    t.set("openctx_reset", export(lua, |_: Vec<Value>| crate::nvim::openctx::reset().map(|_| Value::Null))?)?;
+    t.set("openctx_reset", export(lua, "openctx_reset", |()| crate::nvim::openctx::reset())?)?;
     t.set(
         "openctx_set_visible",
-        export(lua, |args: Vec<Value>| {
-            editor_annotations::set_visible(arg(&args, 0).as_bool().unwrap_or(true));
-            Ok(Value::Null)
+        export(lua, "openctx_set_visible", |visible: Option<bool>| {
+            editor_annotations::set_visible(visible.unwrap_or(true));
+            Ok(())
         })?,
     )?;
     // Hot path: the annotations' decoration provider `on_win`, called on
@@ -172,64 +147,96 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     // buffers that still have some (for tests).
     t.set(
         "openctx_forget_buffer",
-        export(lua, |args: Vec<Value>| {
-            let bufnr = arg(&args, 0).as_i64().ok_or("openctx_forget_buffer: expected a buffer number")?;
-            editor_annotations::forget_buffer(bufnr as i32);
-            Ok(Value::Null)
+        export(lua, "openctx_forget_buffer", |bufnr: i32| {
+            editor_annotations::forget_buffer(bufnr);
+            Ok(())
         })?,
     )?;
-    t.set("openctx_tracked_buffers", export(lua, |_: Vec<Value>| Ok(json!(editor_annotations::tracked_buffers())))?)?;
+    t.set(
+        "openctx_tracked_buffers",
+        export(lua, "openctx_tracked_buffers", |()| Ok(editor_annotations::tracked_buffers()))?,
+    )?;
     t.set(
         "openctx_mentions",
-        export(lua, |args: Vec<Value>| {
-            let query = arg(&args, 0).as_str().unwrap_or_default().to_owned();
-            let path = arg(&args, 1).as_str().unwrap_or_default().to_owned();
-            crate::nvim::openctx::mentions(query, path, request_id(&args, 2)?).map(|_| Value::Null)
+        export(lua, "openctx_mentions", |(query, path, id): (Option<String>, Option<String>, i64)| {
+            crate::nvim::openctx::mentions(query.unwrap_or_default(), path.unwrap_or_default(), id)
         })?,
     )?;
-    t.set(
-        "openctx_check",
-        export(lua, |args: Vec<Value>| crate::nvim::openctx::check(request_id(&args, 0)?).map(|_| Value::Null))?,
-    )?;
+    t.set("openctx_check", export(lua, "openctx_check", |id: i64| crate::nvim::openctx::check(id))?)?;
     t.set(
         "openctx_items_mention",
-        export(lua, |args: Vec<Value>| {
-            let provider = string_arg("openctx_items_mention", &args, 0)?;
-            crate::nvim::openctx::items_for_mention(provider, arg(&args, 1), request_id(&args, 2)?).map(|_| Value::Null)
+        export(lua, "openctx_items_mention", |(provider, Json(mention), id): (String, Json, i64)| {
+            crate::nvim::openctx::items_for_mention(provider, mention, id)
         })?,
     )?;
     t.set(
         "openctx_items_message",
-        export(lua, |args: Vec<Value>| {
-            let message = string_arg("openctx_items_message", &args, 0)?;
-            crate::nvim::openctx::items_for_message(message, request_id(&args, 1)?).map(|_| Value::Null)
+        export(lua, "openctx_items_message", |(message, id): (String, i64)| {
+            crate::nvim::openctx::items_for_message(message, id)
         })?,
     )?;
     // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
     t.set(
         "configure_log",
-        export(lua, |args: Vec<Value>| {
-            let file = string_arg("configure_log", &args, 0)?;
-            let level = arg(&args, 1).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
-            if let Some(max) = arg(&args, 2).as_u64() {
+        export(lua, "configure_log", |(file, level, max): (String, Option<Level>, Option<u64>)| {
+            if let Some(max) = max {
                 log::set_max_bytes(max);
             }
-            log::init(std::path::PathBuf::from(file), level);
-            Ok(Value::Null)
+            log::init(std::path::PathBuf::from(file), level.map_or(log::Level::Info, |l| l.0));
+            Ok(())
         })?,
     )?;
     t.set(
         "log",
-        export(lua, |args: Vec<Value>| {
-            let level = arg(&args, 0).as_str().and_then(log::Level::parse).unwrap_or(log::Level::Info);
-            match arg(&args, 1) {
+        export(lua, "log", |(level, Json(message)): (Option<Level>, Json)| {
+            let level = level.map_or(log::Level::Info, |l| l.0);
+            match message {
                 Value::String(s) => log::write(level, s),
                 other => log::write(level, other.to_string()),
             }
-            Ok(Value::Null)
+            Ok(())
         })?,
     )?;
     Ok(t)
+}
+
+/// An argument read as JSON: options tables and payloads, whose shape the
+/// Rust side checks itself (`ServerOptions::from_json`, ...).
+struct Json(Value);
+
+impl FromLua for Json {
+    fn from_lua(value: mlua::Value, _: &Lua) -> mlua::Result<Self> {
+        lua::from_lua(value).map(Json)
+    }
+}
+
+/// `broadcast`'s first argument: the Amp notification a text travels as.
+#[derive(PartialEq)]
+enum Broadcast {
+    /// Sent as the user's message (submitted).
+    UserSentMessage,
+    /// Appended to the agent's prompt.
+    AppendToPrompt,
+}
+
+impl FromLua for Broadcast {
+    fn from_lua(value: mlua::Value, lua: &Lua) -> mlua::Result<Self> {
+        match String::from_lua(value, lua)?.as_str() {
+            "userSentMessage" => Ok(Broadcast::UserSentMessage),
+            "appendToPrompt" => Ok(Broadcast::AppendToPrompt),
+            other => Err(mlua::Error::external(Failure(format!("unknown notification {other}")))),
+        }
+    }
+}
+
+/// A log level by its name (`"info"`, ...); an unknown name is info, as
+/// the log always took it.
+struct Level(log::Level);
+
+impl FromLua for Level {
+    fn from_lua(value: mlua::Value, lua: &Lua) -> mlua::Result<Self> {
+        Ok(Level(String::from_lua(value, lua).ok().and_then(|s| log::Level::parse(&s)).unwrap_or(log::Level::Info)))
+    }
 }
 
 /// An error a native function raises: its text is all Lua sees
@@ -245,13 +252,17 @@ impl std::fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Wraps `f` as a Lua function: its arguments arrive as JSON values, its
-/// value goes back as Lua data, and an error or a panic raises a Lua error
-/// with its message (`lua/amp/native.lua` calls these under `pcall`).
-fn export(lua: &Lua, f: impl Fn(Vec<Value>) -> Result<Value, String> + 'static) -> mlua::Result<Function> {
-    lua.create_function(move |_, args: mlua::MultiValue| {
-        let args: Result<Vec<Value>, String> =
-            args.into_iter().map(|v| lua::from_lua(v).map_err(|e| format!("invalid argument: {e}"))).collect();
+/// Wraps `f` as the Lua function `name`: its arguments are read into the
+/// types `f` takes (a tuple for several; a wrong one raises `name: <why>`),
+/// its value goes back as Lua data, and an error or a panic raises a Lua
+/// error with its message (`lua/amp/native.lua` calls these under `pcall`).
+fn export<A, R>(lua: &Lua, name: &'static str, f: impl Fn(A) -> Result<R, String> + 'static) -> mlua::Result<Function>
+where
+    A: FromLuaMulti,
+    R: Serialize,
+{
+    lua.create_function(move |lua, args: mlua::MultiValue| {
+        let args = A::from_lua_multi(args, lua).map_err(|e| format!("{name}: invalid argument: {e}"));
         let value = args.and_then(|args| {
             catch_unwind(AssertUnwindSafe(|| f(args))).unwrap_or_else(|panic| {
                 let message = bridge::panic_message(&panic);
@@ -259,7 +270,7 @@ fn export(lua: &Lua, f: impl Fn(Vec<Value>) -> Result<Value, String> + 'static) 
                 Err(format!("amp: internal error: {message}"))
             })
         });
-        match value {
+        match value.and_then(|v| serde_json::to_value(v).map_err(|e| format!("{name}: {e}"))) {
             Ok(value) => lua::to_lua(&value),
             Err(err) => Err(mlua::Error::external(Failure(err))),
         }
@@ -299,19 +310,4 @@ unsafe extern "C-unwind" fn cursor_moved(state: *mut mlua::ffi::lua_State) -> c_
         log::error(format!("panic in an editor event: {}", bridge::panic_message(&panic)));
     }
     0
-}
-
-fn arg(args: &[Value], i: usize) -> Value {
-    args.get(i).cloned().unwrap_or(Value::Null)
-}
-
-fn string_arg(function: &str, args: &[Value], i: usize) -> Result<String, String> {
-    match arg(args, i) {
-        Value::String(s) => Ok(s),
-        other => Err(format!("{function}: expected a string, got {other}")),
-    }
-}
-
-fn request_id(args: &[Value], i: usize) -> Result<i64, String> {
-    arg(args, i).as_i64().ok_or_else(|| "expected a request id".to_string())
 }
