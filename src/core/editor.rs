@@ -94,11 +94,45 @@ pub struct Sliced {
     pub next: usize,
 }
 
+/// `edits.write_autocmds`: which of Neovim's write autocommands an agent's
+/// write runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteAutocmds {
+    /// Every one, as the user's own `:w`.
+    All,
+    /// `BufWritePost` only (formatters on BufWritePre would change the
+    /// agent's text after the user reviewed it).
+    Post,
+    /// None.
+    None,
+}
+
+impl WriteAutocmds {
+    /// The option's value by name: "all", "post" or "none".
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "all" => Some(Self::All),
+            "post" => Some(Self::Post),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+
+    /// The name the write helper (src/nvim/helpers) takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Post => "post",
+            Self::None => "none",
+        }
+    }
+}
+
 /// How a buffer is written after an agent's edit.
 #[derive(Debug, Clone)]
 pub struct WriteRequest {
-    /// Which of the write autocommands run: "all", "post" or "none".
-    pub autocmds: &'static str,
+    /// Which of the write autocommands run.
+    pub autocmds: WriteAutocmds,
     /// The file as it was when the edit was computed: the write happens
     /// only if it is still that file (else `ApplyError::Changed`).
     pub stamp: FileStamp,

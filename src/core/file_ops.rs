@@ -22,7 +22,7 @@ use super::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, W
 use super::checked_file::{self, io_message, CheckedPath, Refused, Use, Wanted};
 use super::edit_gate::{self, too_many_lines};
 use super::edit_plan::EditPlan;
-use super::editor::{same_file_names, Editor, EditorError, LoadedBuffers, WriteRequest};
+use super::editor::{same_file_names, Editor, EditorError, LoadedBuffers, WriteAutocmds, WriteRequest};
 use super::filetext::{self, split_lines};
 use super::filewatch::FileWatch;
 use super::fsutil;
@@ -68,8 +68,8 @@ pub struct FileAccess<'a> {
     pub loaded: &'a LoadedBuffers,
     /// `edits.max_file_bytes`
     pub max_file_bytes: u64,
-    /// `edits.write_autocmds`: "all", "post" or "none".
-    pub write_autocmds: &'static str,
+    /// `edits.write_autocmds`.
+    pub write_autocmds: WriteAutocmds,
 }
 
 /// An edit that went through.
@@ -264,7 +264,7 @@ impl FileAccess<'_> {
         // off the main thread, streamed from the agent's text; the editor
         // only applies and renames.
         let bytes = match &plan {
-            WritePlan::Rename { target } if write.autocmds != "all" && self.editor.records_writes() => {
+            WritePlan::Rename { target } if write.autocmds != WriteAutocmds::All && self.editor.records_writes() => {
                 Some(DiskBytes { text: new_text.clone(), format, final_eol, target: target.clone() })
             }
             _ => None,

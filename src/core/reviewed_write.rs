@@ -97,7 +97,7 @@ mod tests {
             watch: &watch,
             loaded: &loaded,
             max_file_bytes: 1 << 20,
-            write_autocmds: "post",
+            write_autocmds: crate::core::editor::WriteAutocmds::Post,
         };
         editor.decide(vec![Decision::Rejected, Decision::Accepted("mine\n".into())]);
         let wait = Duration::from_secs(5);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::core::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, WritePlan};
 use crate::core::checked_file::CheckedPath;
 use crate::core::edit_plan::EditPlan;
-use crate::core::editor::Sliced;
+use crate::core::editor::{Sliced, WriteAutocmds};
 use crate::core::filetext::{self, FileFormat, LineEnd};
 
 /// A snapshot of a buffer being taken, one slice of the main thread's
@@ -157,7 +157,7 @@ pub fn apply_slice(plan: &EditPlan, from: usize, tick: u32, whole: bool) -> Resu
 pub fn write_applied(
     bufnr: i32,
     tick: u32,
-    autocmds: &'static str,
+    autocmds: WriteAutocmds,
     stamp: FileStamp,
     plan: WritePlan,
     undo: bool,
@@ -170,7 +170,7 @@ pub fn write_applied(
     result
 }
 
-fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan) -> Result<(), ApplyError> {
+fn write(bufnr: i32, autocmds: WriteAutocmds, stamp: FileStamp, plan: &WritePlan) -> Result<(), ApplyError> {
     let failed = |what: &str, e: &dyn std::fmt::Display| ApplyError::Failed(api_err(what, e));
     // `:write` asks "changed since reading it (y/n)?" when the file is not
     // the one Neovim recorded, and no agent request may stop the editor at a
@@ -187,7 +187,7 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
             // Without the record, :write! (the caller checked 'readonly' and
             // the permissions).
             let bang = !file_record::record_timestamp(bufnr);
-            let outcome: Option<String> = lua::helper("write", (bufnr, autocmds, mlua::Value::Nil, bang))
+            let outcome: Option<String> = lua::helper("write", (bufnr, autocmds.name(), mlua::Value::Nil, bang))
                 .map_err(|e| failed("writing the file", &e))?;
             return error(outcome);
         }
@@ -195,7 +195,7 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
     let tmp =
         crate::core::fsutil::reserve_temp(target).map_err(|e| failed("creating a temp file beside the file", &e))?;
     let result = super::lua_path(&tmp)
-        .and_then(|name| lua::helper::<_, Option<String>>("write", (bufnr, autocmds, name, true)))
+        .and_then(|name| lua::helper::<_, Option<String>>("write", (bufnr, autocmds.name(), name, true)))
         .map_err(|e| failed("writing the file", &e))
         .and_then(error)
         .and_then(|()| {
@@ -209,11 +209,11 @@ fn write(bufnr: i32, autocmds: &'static str, stamp: FileStamp, plan: &WritePlan)
 
 /// Renames `tmp` (the buffer's text as `:w` writes it) over `target`, then
 /// records what `:write` records: the buffer matches its file.
-fn replace(bufnr: i32, autocmds: &'static str, tmp: &Path, target: &Path, durable: bool) -> Result<(), ApplyError> {
+fn replace(bufnr: i32, autocmds: WriteAutocmds, tmp: &Path, target: &Path, durable: bool) -> Result<(), ApplyError> {
     crate::core::fsutil::finish_replace(tmp, target, durable)
         .map_err(|e| ApplyError::Failed(format!("cannot replace {}: {e}", target.display())))?;
     file_record::record_saved(bufnr);
-    lua::helper::<_, ()>("mark_written", (bufnr, autocmds))
+    lua::helper::<_, ()>("mark_written", (bufnr, autocmds.name()))
         .map_err(|e| ApplyError::Failed(api_err("marking the buffer written", e)))
 }
 
@@ -225,7 +225,7 @@ fn replace(bufnr: i32, autocmds: &'static str, tmp: &Path, target: &Path, durabl
 pub fn replace_applied(
     bufnr: i32,
     tick: u32,
-    autocmds: &'static str,
+    autocmds: WriteAutocmds,
     stamp: FileStamp,
     tmp: &Path,
     target: &Path,

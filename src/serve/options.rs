@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::core::editor::WriteAutocmds;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerOptions {
     pub ide_name: String,
@@ -42,7 +44,7 @@ pub struct ServerOptions {
     pub log_level: String,
     /// Which autocommands an agent's edit runs when it writes the file:
     /// "all", "post" (not BufWritePre/FileWritePre) or "none".
-    pub write_autocmds: &'static str,
+    pub write_autocmds: WriteAutocmds,
     /// `readFile` and `editFile` refuse files (and texts) bigger than this.
     pub max_file_bytes: u64,
     /// How Neovim would read a file (`'fileformats'`, `'fileencodings'`),
@@ -105,7 +107,7 @@ impl Default for ServerOptions {
             plugin_directory: None,
             log_file: None,
             log_level: "info".into(),
-            write_autocmds: "post",
+            write_autocmds: WriteAutocmds::Post,
             max_file_bytes: crate::core::checked_file::DEFAULT_MAX_FILE_BYTES,
             read_options: crate::core::filetext::ReadOptions::default(),
             agents: Agents::default(),
@@ -170,12 +172,10 @@ impl ServerOptions {
                 "log_file" => o.log_file = Some(string(key, v)?),
                 "log_level" => o.log_level = string(key, v)?,
                 "write_autocmds" => {
-                    o.write_autocmds = match v.as_str() {
-                        Some("all") => "all",
-                        Some("post") => "post",
-                        Some("none") => "none",
-                        _ => return Err(format!("start: {key} must be \"all\", \"post\" or \"none\", got {v}")),
-                    }
+                    o.write_autocmds = v
+                        .as_str()
+                        .and_then(WriteAutocmds::parse)
+                        .ok_or_else(|| format!("start: {key} must be \"all\", \"post\" or \"none\", got {v}"))?
                 }
                 "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
                 "read_options" => o.read_options = read_options(key, v)?,
