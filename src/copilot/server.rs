@@ -199,6 +199,8 @@ impl FrontEnd for CopilotServer {
         status["lockfile"] = self.lockfile.path.to_string_lossy().into();
         status["sessions"] = self.http.sessions.count().into();
         status["pids"] = self.peers.pids().into();
+        // open_diff calls being answered (waiting for the user or shown soon).
+        status["opening"] = self.opening.count().into();
         status
     }
 

@@ -351,6 +351,9 @@ def test_a_close_diff_right_after_its_open_diff_leaves_no_review_behind(nvim_fac
     closer.session = c.session
     for i in range(8):
         answer = open_diff(c, f, f"b{i}\n", f"tab {i}")
+        # Copilot's close_diff follows its open_diff on the wire: the server
+        # has taken the open_diff (it may not show its review yet).
+        wait_for(lambda: copilot_status(ed)["opening"] == 1, 5, "the open_diff taken")
         closed = text_of(closer.tool("close_diff", {"tab_name": f"tab {i}"}))
         assert closed["already_closed"] is False, closed
         assert answer()["result"] == "REJECTED"
