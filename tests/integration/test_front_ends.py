@@ -584,9 +584,8 @@ def test_a_client_that_never_reads_is_dropped_and_memory_stays_bounded(front_fac
     front.ping(front.connect())
 
 
-def unix_connections(pid: int, path: str) -> int:
-    """How many connected sockets on the Unix socket `path` `pid` holds
-    (the accepted ones carry the listener's path in /proc/net/unix)."""
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets `pid` holds (from /proc)."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -595,6 +594,13 @@ def unix_connections(pid: int, path: str) -> int:
             continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
+    return inodes
+
+
+def unix_connections(pid: int, path: str) -> int:
+    """How many connected sockets on the Unix socket `path` `pid` holds
+    (the accepted ones carry the listener's path in /proc/net/unix)."""
+    inodes = socket_inodes(pid)
     n = 0
     with open("/proc/net/unix") as f:
         next(f)
@@ -621,14 +627,7 @@ def ws_frame(payload: bytes) -> bytes:
 def holds_connection(pid: int, port: int, peer: int) -> bool:
     """Whether `pid` holds a socket of the connection 127.0.0.1:`port` <-
     127.0.0.1:`peer` (from /proc)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     with open("/proc/net/tcp") as f:
         next(f)
         for line in f:
@@ -849,14 +848,7 @@ def test_a_disabled_agent_binds_nothing_writes_nothing_and_is_reported_off(nvim_
 
 def listening_ports(pid: int) -> set[int]:
     """The TCP ports `pid` listens on (from /proc)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
@@ -870,14 +862,7 @@ def listening_ports(pid: int) -> set[int]:
 
 def listening_unix_paths(pid: int) -> set[str]:
     """The paths of the Unix sockets `pid` listens on (from /proc)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
+    inodes = socket_inodes(pid)
     paths = set()
     with open("/proc/net/unix") as f:
         next(f)
