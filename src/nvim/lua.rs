@@ -24,6 +24,8 @@ thread_local! {
 struct State {
     lua: Lua,
     helpers: Table,
+    /// Compiles a helper file by name (see [`LAZY`]).
+    prefer: Function,
     api: Table,
     /// Helpers already looked up by name (hot paths call them per keystroke).
     resolved: std::cell::RefCell<HashMap<&'static str, Function>>,
@@ -42,43 +44,67 @@ const HELPERS: [(&str, &str); 8] = [
     ("open", include_str!("helpers/open.lua")),
 ];
 
-/// Every helper in one table. Each file is called with that table (to reach
-/// other files' helpers when it runs) and returns its own; a name defined in
-/// two files is an error, not a silent override. Merged in Lua: a few dozen
-/// table operations, each of which would be a protected call through mlua
-/// (this runs on the start-up path).
-const MERGE: &str = r#"
+/// Every helper in one table, each file compiled when a helper of it is
+/// first asked for: compiling all of them is ~0.6 ms of the main thread,
+/// and start-up needs two or three. The table's `__index` compiles the
+/// files not yet compiled, in order, until one defines the name; `prefer`
+/// compiles a named file first (the calling Rust module's own, see
+/// [`helper`]). Each file is called with the table (to reach other files'
+/// helpers when it runs) and returns its own; a name defined in two files
+/// is an error, not a silent override (tests/integration/test_helpers.py
+/// compiles them all). Done in Lua: a few dozen table operations, each of
+/// which would be a protected call through mlua.
+const LAZY: &str = r#"
 local files = ...
-local all, defined_in = {}, {}
-for _, file in ipairs(files) do
-  for name, helper in pairs(file[2](all)) do
+local all, defined_in, compiled = {}, {}, {}
+local function compile(i)
+  compiled[i] = true
+  local file = files[i]
+  local chunk = assert(load(file[2], "@amp_core/nvim/helpers/" .. file[1] .. ".lua"))
+  for name, helper in pairs(chunk(all)) do
     if defined_in[name] then
       error(("helper %s is defined in helpers/%s.lua and helpers/%s.lua"):format(name, defined_in[name], file[1]), 0)
     end
-    defined_in[name], all[name] = file[1], helper
+    defined_in[name] = file[1]
+    rawset(all, name, helper)
   end
 end
-return all
+setmetatable(all, { __index = function(_, name)
+  for i = 1, #files do
+    if not compiled[i] then
+      compile(i)
+      local found = rawget(all, name)
+      if found ~= nil then
+        return found
+      end
+    end
+  end
+end })
+local function prefer(file)
+  for i = 1, #files do
+    if files[i][1] == file and not compiled[i] then
+      compile(i)
+    end
+  end
+end
+return all, prefer
 "#;
 
-fn load_helpers(lua: &Lua) -> mlua::Result<Table> {
+fn load_helpers(lua: &Lua) -> mlua::Result<(Table, Function)> {
     let files = lua.create_table_with_capacity(HELPERS.len(), 0)?;
     for (file, source) in HELPERS {
-        let chunk = lua.load(source).set_name(format!("@amp_core/nvim/helpers/{file}.lua")).into_function()?;
-        files.raw_push(
-            lua.create_sequence_from([mlua::Value::String(lua.create_string(file)?), mlua::Value::Function(chunk)])?,
-        )?;
+        files.raw_push(lua.create_sequence_from([lua.create_string(file)?, lua.create_string(source)?])?)?;
     }
-    lua.load(MERGE).set_name("=amp_core/nvim/lua.rs").call(files)
+    lua.load(LAZY).set_name("=amp_core/nvim/lua.rs").call(files)
 }
 
 /// Called once when the module is loaded (main thread).
 pub fn init(lua: &Lua) -> mlua::Result<()> {
-    let helpers = load_helpers(lua)?;
+    let (helpers, prefer) = load_helpers(lua)?;
     let vim: Table = lua.globals().get("vim")?;
     let api: Table = vim.get("api")?;
     STATE.with(|s| {
-        let _ = s.set(State { lua: lua.clone(), helpers, api, resolved: Default::default() });
+        let _ = s.set(State { lua: lua.clone(), helpers, prefer, api, resolved: Default::default() });
     });
     Ok(())
 }
@@ -95,13 +121,19 @@ pub fn lua() -> mlua::Result<Lua> {
     with(|s| Ok(s.lua.clone()))
 }
 
-/// Calls `helpers.<name>(args)`.
+/// Calls `helpers.<name>(args)`. The first call of a name compiles the
+/// calling module's own helper file first (`helpers/buffers.lua` for
+/// `buffers.rs`), where its helpers are, rather than every file before it.
+#[track_caller]
 pub fn helper<A: IntoLuaMulti, R: FromLuaMulti>(name: &'static str, args: A) -> mlua::Result<R> {
+    let caller = std::panic::Location::caller().file();
     with(|s| {
         let cached = s.resolved.borrow().get(name).cloned();
         let function = match cached {
             Some(f) => f,
             None => {
+                let module = caller.rsplit('/').next().unwrap_or_default().trim_end_matches(".rs");
+                s.prefer.call::<()>(module)?;
                 let f: Function = s.helpers.get(name)?;
                 s.resolved.borrow_mut().insert(name, f.clone());
                 f
