@@ -20,6 +20,7 @@ pub mod files;
 pub mod lua;
 pub mod open;
 pub mod openctx;
+pub mod prefault;
 pub mod review;
 pub mod runtime;
 pub mod session;
