@@ -230,12 +230,15 @@ pub fn note_dialect(slot: &AtomicU8, dialect: Dialect) {
 pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
     let lock_dir = lockfile::lock_dir_from_env()
         .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
-    // Made here, on the main thread, before any thread of ours exists: a
-    // thread creating `$XDG_DATA_HOME` while Neovim's own `mkdir -p` does
-    // makes Neovim's fail (E739). A few syscalls; the runtime's write only
-    // finds the directory there.
-    if let Err(e) = discovery::ensure_dir(&lock_dir) {
-        log::warn(format!("cannot create the lockfile directory {}: {e}", lock_dir.display()));
+    // Made here, on the main thread, when missing: a thread creating
+    // `$XDG_DATA_HOME` while Neovim's own `mkdir -p` does makes Neovim's
+    // fail (E739). When it is there (every start but the first) the
+    // runtime's write checks it (`discovery::ensure_dir`: links, owner,
+    // modes), off the main thread.
+    if !lock_dir.is_dir() {
+        if let Err(e) = discovery::ensure_dir(&lock_dir) {
+            log::warn(format!("cannot create the lockfile directory {}: {e}", lock_dir.display()));
+        }
     }
     let o = &hub.options;
     let choice = PortChoice { port: o.port, range: o.port_range, preferred: o.preferred_port };
