@@ -140,7 +140,11 @@ function M.resolve(user)
   if user ~= nil and type(user) ~= "table" then
     return nil, ("amp: setup: options must be a table, got %s"):format(H.show(user))
   end
-  user = user or {}
+  if user == nil or next(user) == nil then
+    -- The defaults, which are valid (tests/integration/test_config.py
+    -- validates them): `setup({})`'s work at start-up is a copy.
+    return H.normalize(H.copy(M.defaults)), nil, nil
+  end
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
   for _, key in ipairs({
     "agents",

@@ -105,6 +105,15 @@ function H.settled(id, announce)
 end
 
 function H.update()
+  local text = H.compose()
+  if text ~= H.text then
+    H.text = text
+    pcall(vim.cmd, "redrawstatus!")
+  end
+end
+
+--- The statusline's text for the current state.
+function H.compose()
   local text
   if not H.running then
     text = ""
@@ -127,10 +136,7 @@ function H.update()
   if #waiting > 0 then
     text = ((text == "" or text == "amp") and "amp: " or (text .. ", ")) .. table.concat(waiting, ", ")
   end
-  if text ~= H.text then
-    H.text = text
-    pcall(vim.cmd, "redrawstatus!")
-  end
+  return text
 end
 
 --- The connected agents by name, "Amp, Claude" ("2 Amp" for two of one).
@@ -169,6 +175,17 @@ end
 -- One line of news (lua/amp/notify.lua).
 function H.echo(msg)
   require("amp.notify").news(msg)
+end
+
+-- The server's start alone does not load this module (lua/amp/core.lua:
+-- it is not on the start-up path): loaded later, by the statusline or
+-- the first connection, it starts from the server's state.
+do
+  local core = package.loaded["amp.core"]
+  if core and core.is_running() then
+    H.running = true
+    H.text = H.compose()
+  end
 end
 
 return M

@@ -144,7 +144,8 @@ function M.is_running()
   if not native.loaded() then
     return false
   end
-  return M.status().running
+  -- (Not status().running: the whole status table is not needed here.)
+  return native.call("running") == true
 end
 
 --- The merged configuration (defaults when `setup()` was not called).
@@ -437,6 +438,11 @@ function H.create_autocmds()
     pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },
     desc = "amp: connection notices and statusline",
     callback = function(ev)
+      -- The start alone is no news: amp.connection, once loaded (by the
+      -- statusline or a connection), reads that the server runs.
+      if ev.match == "AmpServerStarted" and not package.loaded["amp.connection"] then
+        return
+      end
       require("amp.connection").on_event(ev.match, ev.data, H.get_config())
     end,
   })

@@ -49,6 +49,7 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     t.set("status", export(lua, "status", |()| Ok(session::status()))?)?;
+    t.set("running", export(lua, "running", |()| Ok(session::running()))?)?;
     // Whether big reads and writes use Neovim's C API on this version (nvim::bulk).
     t.set("bulk_c_api", export(lua, "bulk_c_api", |()| Ok(bulk::c_api()))?)?;
     t.set(

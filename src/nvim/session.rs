@@ -190,6 +190,11 @@ pub fn stop() {
     events::fire("AmpServerStopped", &session.amp_info());
 }
 
+/// Whether a session runs (`status().running`, without the rest).
+pub fn running() -> bool {
+    current().is_some()
+}
+
 pub fn status() -> Value {
     let guard = current();
     let last_error = || LAST_ERROR.locked().clone();

@@ -114,6 +114,17 @@ def test_defaults_are_the_documented_ones(ed):
     assert fresh == dict(config, log_file=log_file)
 
 
+def test_the_defaults_pass_validation(ed):
+    """resolve({}) and resolve(nil) return the defaults without checking
+    them (setup({})'s start-up work is a copy): they must be valid, and
+    name no option the schema does not have."""
+    assert ed.lua("return { require('amp.config').validate(require('amp.config').defaults) }") == [True]
+    assert ed.lua("return require('amp.config').unknown(require('amp.config').defaults)") == []
+    # A key the user gives is checked as before, however small the table.
+    config, err, _ = resolve(ed, "{ log_level = 'loud' }")
+    assert config is None and "log_level" in err
+
+
 def test_resolve_does_not_change_the_defaults(ed):
     before = ed.lua("return require('amp.config').defaults")
     resolve_ok(ed, {"log_level": "DEBUG", "server": {"allowed_origins": ["https://a.test"],
