@@ -4,11 +4,20 @@ is loaded and the server is up.
     .venv/bin/python benches/startuptime.py [--runs 21] [--plugin DIR]
 
 Starts `nvim --headless -u init.lua` RUNS times for each configuration,
-interleaved, each in a fresh HOME: without the plugin, with it on the
+interleaved, all in one HOME (as in daily use: the directories an earlier
+session made are there; `--fresh-home` gives each run a new one, as on
+the first start ever, which also creates them): without the plugin, with it on the
 runtimepath only, with `require("amp").setup({})` (the defaults: the
 server starts), and the same with `vim.loader` (lazy.nvim turns it on;
 its byte-code cache warm, as in daily use). Each run quits 600 ms after
 VimEnter, once the server is up (checked).
+
+Every configuration, the one without the plugin too, first requires a
+one-line module of another plugin: the first `require` of a session pays
+Neovim's scan of the runtimepath (0.3-0.7 ms; with vim.loader its index),
+and in a real config some other plugin (lazy.nvim itself) has paid it
+before this one loads. Without it, that cost would be counted as this
+plugin's (`--no-other-plugin` counts it).
 
 The main thread's own CPU time is read with clock_gettime(
 CLOCK_THREAD_CPUTIME_ID) through LuaJIT's FFI, so the plugin's threads
@@ -68,6 +77,8 @@ RTP = "vim.o.runtimepath = {repo!r} .. ',' .. vim.o.runtimepath\n"
 SETUP = ("local t0 = _G.amp_bench.cpu_ms(); require('amp').setup({{}}); "
          "_G.amp_bench.setup = _G.amp_bench.cpu_ms() - t0\n")
 LOADER = "vim.loader.enable()\n"
+# Another plugin's module, required before this plugin (see the docstring).
+OTHER = "vim.o.runtimepath = vim.o.runtimepath .. ',' .. {other!r}; require('bench_other')\n"
 CONFIGS = {
     "no plugin": "",
     "on rtp, no setup()": RTP,
@@ -79,17 +90,23 @@ CONFIGS = {
 BASELINE = {"defaults": "on rtp, no setup()", "loader, defaults": "loader, on rtp"}
 
 
-def one(body: str, repo: str, cache: str) -> dict:
+def one(body: str, repo: str, cache: str, other: bool, home: str | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         init = root / "init.lua"
-        # vim.loader first (as lazy.nvim does), then the probe, then the config.
-        body = body.format(repo=repo)
-        init.write_text(LOADER + PROBE + body[len(LOADER):] if body.startswith(LOADER) else PROBE + body)
+        (root / "other" / "lua").mkdir(parents=True)
+        (root / "other" / "lua" / "bench_other.lua").write_text("return {}\n")
+        # vim.loader first (as lazy.nvim does), then the probe, another
+        # plugin, then the config.
+        loader = body.startswith(LOADER)
+        body = body[len(LOADER):] if loader else body
+        body = (OTHER if other else "") + body
+        body = body.format(repo=repo, other=str(root / "other"))
+        init.write_text((LOADER if loader else "") + PROBE + body)
         log = root / "startup.log"
         out = root / "out.json"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "NVIM", "AMP_", "VIM"))}
-        env["HOME"] = str(root / "home")
+        env["HOME"] = home or str(root / "home")
         env["AMP_BENCH_OUT"] = str(out)
         if body.startswith(LOADER):
             env["XDG_CACHE_HOME"] = cache  # kept across runs: a warm byte-code cache
@@ -110,14 +127,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--plugin", default=str(REPO), help="the plugin directory to measure")
+    ap.add_argument("--no-other-plugin", dest="other", action="store_false",
+                    help="no other plugin's module is required first (this plugin's require pays the runtimepath scan)")
+    ap.add_argument("--fresh-home", action="store_true", help="a new HOME for every run (the first start ever)")
     args = ap.parse_args()
     runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as shared_home:
+        home = None if args.fresh_home else shared_home
         for name, body in CONFIGS.items():  # warm the loader's cache
-            one(body, args.plugin, cache)
+            one(body, args.plugin, cache, args.other, home)
         for _ in range(args.runs):
             for name, body in CONFIGS.items():
-                runs[name].append(one(body, args.plugin, cache))
+                runs[name].append(one(body, args.plugin, cache, args.other, home))
 
     def med(name: str, key) -> float:
         return statistics.median(key(r) for r in runs[name])
