@@ -11,7 +11,7 @@
 use crate::core::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::Notify;
@@ -46,35 +46,81 @@ const CLOSE_RETRY: Duration = Duration::from_millis(25);
 /// registered, and finds nothing. It is remembered here, and the review is
 /// closed once it is shown, instead of waiting for a user whom Copilot no
 /// longer asks.
+///
+/// A `close_diff` can even be read before its `open_diff` (each request is
+/// an HTTP request of its own, maybe on another connection): a close that
+/// finds neither a review nor an `open_diff` is kept for [`CLOSED_KEPT`]
+/// (at most [`MAX_CLOSED`] of them), and an `open_diff` of that tab in the
+/// same session within that time is answered REJECTED at once, without
+/// showing a review nobody will decide.
 #[derive(Default)]
-pub struct Opening(Mutex<HashMap<(u64, String), Arc<Notify>>>);
+pub struct Opening(Mutex<OpeningState>);
+
+#[derive(Default)]
+struct OpeningState {
+    open: HashMap<(u64, String), Arc<Notify>>,
+    /// Closes that came first, oldest first.
+    closed: std::collections::VecDeque<((u64, String), Instant)>,
+}
+
+/// How long a `close_diff` that found nothing waits for its `open_diff`.
+pub const CLOSED_KEPT: Duration = Duration::from_secs(5);
+/// Closes that found nothing kept at once; the oldest goes first.
+pub const MAX_CLOSED: usize = 64;
 
 impl Opening {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, String), Arc<Notify>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpeningState> {
         self.0.locked()
     }
 
-    fn begin(&self, key: (u64, String)) -> Arc<Notify> {
+    /// Registers the `open_diff` of `key`; None when its `close_diff` came
+    /// first (the call is answered REJECTED).
+    fn begin(&self, key: (u64, String)) -> Option<Arc<Notify>> {
+        let mut state = self.lock();
+        state.forget_old_closes(Instant::now());
+        if let Some(at) = state.closed.iter().position(|(k, _)| *k == key) {
+            state.closed.remove(at);
+            return None;
+        }
         let notify = Arc::new(Notify::new());
-        self.lock().insert(key, notify.clone());
-        notify
+        state.open.insert(key, notify.clone());
+        Some(notify)
     }
 
     fn end(&self, key: &(u64, String), notify: &Arc<Notify>) {
-        let mut open = self.lock();
-        if open.get(key).is_some_and(|n| Arc::ptr_eq(n, notify)) {
-            open.remove(key);
+        let mut state = self.lock();
+        if state.open.get(key).is_some_and(|n| Arc::ptr_eq(n, notify)) {
+            state.open.remove(key);
         }
     }
 
     /// Asks the `open_diff` of `key` being answered to close its review;
-    /// whether there is one.
+    /// whether there is one. When there is none, its `open_diff` may not
+    /// have been read yet: the close is kept for it.
     fn close(&self, key: &(u64, String)) -> bool {
-        self.lock().get(key).map(|n| n.notify_one()).is_some()
+        let mut state = self.lock();
+        if let Some(notify) = state.open.get(key) {
+            notify.notify_one();
+            return true;
+        }
+        state.forget_old_closes(Instant::now());
+        if state.closed.len() == MAX_CLOSED {
+            state.closed.pop_front();
+        }
+        state.closed.push_back((key.clone(), Instant::now()));
+        false
     }
 
     pub fn count(&self) -> usize {
-        self.lock().len()
+        self.lock().open.len()
+    }
+}
+
+impl OpeningState {
+    fn forget_old_closes(&mut self, now: Instant) {
+        while self.closed.front().is_some_and(|(_, at)| now.saturating_duration_since(*at) > CLOSED_KEPT) {
+            self.closed.pop_front();
+        }
     }
 }
 
@@ -131,7 +177,10 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             };
             let tab_name = mcp::string_arg(args, "tab_name")?;
             let key = (cx.owner.session, tab_name.clone());
-            let closed_early = cx.opening.begin(key.clone());
+            let Some(closed_early) = cx.opening.begin(key.clone()) else {
+                log::info(format!("copilot: {} was closed before its open_diff came", log::untrusted(&tab_name)));
+                return Ok(text(&protocol::open_diff_text(false)));
+            };
             let proposal =
                 Proposal { name: tab_name.clone(), path, original: None, proposed, owner: cx.owner, edits_kept: false };
             let decided = {
@@ -260,6 +309,49 @@ mod tests {
             assert_eq!(text["result"], "REJECTED");
             assert!(fake.calls().contains(&Call::CloseReview("tab".into(), ReviewEnd::Agent)));
         });
+    }
+
+    #[test]
+    fn a_close_diff_read_before_its_open_diff_rejects_it_at_once() {
+        use futures_util::FutureExt;
+        let fake = FakeEditor::new(false);
+        fake.hold_reviews();
+        block_on(async {
+            let opening = Opening::default();
+            let (mine, other) = (cx(&fake, &opening), cx(&fake, &opening));
+            let closed = tool(&mine, "close_diff", json!({"tab_name": "tab"})).await;
+            assert_eq!(closed["already_closed"], true);
+            let answer = tool(&mine, "open_diff", diff("tab")).await;
+            assert_eq!(answer["result"], "REJECTED", "answered without a review");
+            assert!(!fake.calls().iter().any(|c| matches!(c, Call::Propose(..))), "no review shown");
+            // Kept for one open_diff of that tab in that session only.
+            let args = json!({"name": "open_diff", "arguments": diff("tab")});
+            assert!(Box::pin(answer_owned(&args, &mine)).as_mut().now_or_never().is_none(), "the next one waits");
+            assert!(Box::pin(answer_owned(&args, &other)).as_mut().now_or_never().is_none(), "another session's waits");
+        });
+    }
+
+    async fn answer_owned(args: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+        answer("tools/call", args, cx).await
+    }
+
+    #[test]
+    fn closes_that_found_nothing_are_kept_at_most_64_and_5_seconds() {
+        let opening = Opening::default();
+        let key = |i: usize| (1, format!("tab {i}"));
+        for i in 0..=MAX_CLOSED {
+            assert!(!opening.close(&key(i)));
+        }
+        assert_eq!(opening.lock().closed.len(), MAX_CLOSED, "one past the limit: the oldest goes");
+        assert!(opening.begin(key(0)).is_some(), "the oldest was forgotten: its open_diff is shown");
+        assert!(opening.begin(key(1)).is_none(), "the next is still kept");
+        let mut state = OpeningState::default();
+        let now = Instant::now();
+        state.closed.push_back((key(0), now));
+        state.forget_old_closes(now + CLOSED_KEPT);
+        assert_eq!(state.closed.len(), 1, "kept for exactly CLOSED_KEPT");
+        state.forget_old_closes(now + CLOSED_KEPT + Duration::from_millis(1));
+        assert!(state.closed.is_empty(), "then forgotten");
     }
 
     #[test]

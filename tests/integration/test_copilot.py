@@ -366,6 +366,27 @@ def test_a_close_diff_right_after_its_open_diff_leaves_no_review_behind(nvim_fac
     assert f.read_text() == "a\n"
 
 
+def test_a_close_diff_read_before_its_open_diff_rejects_it_without_a_review(nvim_factory, amp_env):
+    """Each tool call is an HTTP request of its own: a close_diff can reach
+    the server before the open_diff it closes. That open_diff (same
+    session, same tab, within 5 s) is answered REJECTED at once; nothing
+    is shown, nothing waits, and the next open_diff of the tab is a review
+    as usual."""
+    f = amp_env.workspace / "early.txt"
+    f.write_text("a\n")
+    ed = start(nvim_factory, amp_env)
+    c, lock, status = open_session(ed)
+    closed = text_of(c.tool("close_diff", {"tab_name": "early tab"}))
+    assert closed["already_closed"] is True, closed
+    assert open_diff(c, f, "b\n", "early tab")()["result"] == "REJECTED"
+    assert not proposals(ed) and copilot_status(ed)["opening"] == 0
+    answer = open_diff(c, f, "c\n", "early tab")
+    assert [p["name"] for p in wait_proposals(ed, 1)] == ["early tab"]
+    assert text_of(c.tool("close_diff", {"tab_name": "early tab"}))["already_closed"] is False
+    assert answer()["result"] == "REJECTED"
+    assert f.read_text() == "a\n"
+
+
 def test_a_disconnected_copilot_s_review_closes_and_nothing_is_written(nvim_factory, amp_env):
     f = amp_env.workspace / "gone.txt"
     f.write_text("before\n")
