@@ -51,15 +51,28 @@ M.terminal_agents = schema.terminal_agents
 M.terminal_positions = schema.terminal_positions
 M.review_layouts = schema.review_layouts
 
--- Each option's path in the configuration table, split once:
--- "server.max_clients" -> { "server", "max_clients" }.
-H.paths = {}
-for i, option in ipairs(schema.options) do
-  local path = {}
-  for part in option.name:gmatch("[^.]+") do
-    path[#path + 1] = part
+--- "server.max_clients" -> { "server", "max_clients" } (string.find, not
+--- gmatch: this runs for every option when the module loads, at start-up).
+function H.split(dotted)
+  local parts, from = {}, 1
+  while true do
+    local dot = dotted:find(".", from, true)
+    parts[#parts + 1] = dotted:sub(from, dot and dot - 1 or nil)
+    if not dot then
+      return parts
+    end
+    from = dot + 1
   end
-  H.paths[i] = path
+end
+
+-- Each option's path in the configuration table, and in the native
+-- options (`rust`), split once.
+H.paths, H.rust_paths = {}, {}
+for i, option in ipairs(schema.options) do
+  H.paths[i] = H.split(option.name)
+  if option.rust then
+    H.rust_paths[i] = H.split(option.rust)
+  end
 end
 
 --- A deep copy of an options table (no cycles); metatables are kept
@@ -240,22 +253,11 @@ end
 ---@return table
 function M.native_options(config)
   local opts = {}
-  for i, option in ipairs(schema.options) do
-    if option.rust then
-      local path = H.rust_paths[i]
-      if not path then
-        path = {}
-        for part in option.rust:gmatch("[^.]+") do
-          path[#path + 1] = part
-        end
-        H.rust_paths[i] = path
-      end
-      H.set(opts, path, H.copy(H.get(config, H.paths[i])))
-    end
+  for i, path in pairs(H.rust_paths) do
+    H.set(opts, path, H.copy(H.get(config, H.paths[i])))
   end
   return opts
 end
-H.rust_paths = {}
 
 H.command_type = { check = schema.is_command, expect = "a non-empty list of strings" }
 

@@ -176,7 +176,10 @@ function H.start(how)
     H.fail(verr, how.automatic)
     return false, verr
   end
-  local opts = H.native_opts(config, version)
+  -- What the server depends on (a change takes a restart), and what
+  -- `start` gets: the same plus the session's own fields.
+  local server_part = H.server_part(config)
+  local opts = H.native_opts(config, version, require("amp.config").copy(server_part))
   local result, err = native.call("start", opts)
   if err or type(result) ~= "table" then
     err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
@@ -184,7 +187,7 @@ function H.start(how)
     return false, err
   end
   H.last_port = tonumber(result.port)
-  H.server_opts = H.server_part(config)
+  H.server_opts = server_part
   H.last_error = nil
   H.agent_env()
   H.attach_features(how.automatic)
@@ -319,14 +322,13 @@ function H.clear_agent_env()
   H.env_saved = {}
 end
 
---- The options given to native `start` (see docs/architecture.md).
-function H.native_opts(config, version)
+--- The options given to native `start` (see docs/architecture.md): `opts`
+--- (the configuration's native options, a copy of its own) and what the
+--- session adds.
+function H.native_opts(config, version, opts)
   local v = require("amp.version").nvim()
   local server = config.server
   H.mkdir(vim.fs.dirname(config.log_file))
-  -- The options themselves, under their native names (the schema's
-  -- `rust`), then what the session adds.
-  local opts = require("amp.config").native_options(config)
   opts.ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch)
   opts.workspace_folders = { vim.fn.getcwd() }
   opts.preferred_port = H.preferred_port(server)
