@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use super::protocol::{context_update, Recency};
 use crate::core::log;
@@ -16,19 +15,16 @@ use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::mcp;
 use crate::serve::hub::Hub;
 use crate::serve::mcp_http::sse::Feed;
+use crate::serve::throttled;
 
 struct State {
     selection: watch::Receiver<Option<Arc<SelectionSnapshot>>>,
     visible: watch::Receiver<Option<Arc<VisibleFilesSnapshot>>>,
-    interval: Duration,
     recency: Recency,
     /// The agent's id, for the log.
     agent: &'static str,
     /// The last context sent, without its timestamps.
     sent: Option<Value>,
-    /// A change not sent yet: sent at `last_at + interval`.
-    pending: bool,
-    last_at: Option<Instant>,
 }
 
 /// The stream's feed of `ide/contextUpdate` notifications for a client of
@@ -37,40 +33,23 @@ pub fn feed(hub: &Hub, agent: &'static str) -> Feed {
     let state = State {
         selection: hub.state.subscribe_selection(),
         visible: hub.state.subscribe_visible_files(),
-        interval: Duration::from_millis(hub.options.selection_interval_ms),
         recency: Recency::default(),
         agent,
         sent: None,
-        pending: true,
-        last_at: None,
     };
-    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
-        let text = next(&mut st).await?;
-        Some((text, st))
-    }))
+    throttled::feed(state, Duration::from_millis(hub.options.selection_interval_ms))
 }
 
-async fn next(st: &mut State) -> Option<String> {
-    loop {
-        let due = st.last_at.map_or_else(Instant::now, |at| at + st.interval);
+impl throttled::Source for State {
+    async fn changed(&mut self) -> bool {
         tokio::select! {
-            biased;
-            () = tokio::time::sleep_until(due), if st.pending => {
-                st.pending = false;
-                if let Some(text) = context(st) {
-                    st.last_at = Some(Instant::now());
-                    return Some(text);
-                }
-            }
-            changed = st.selection.changed(), if !st.pending => {
-                changed.ok()?;
-                st.pending = true;
-            }
-            changed = st.visible.changed(), if !st.pending => {
-                changed.ok()?;
-                st.pending = true;
-            }
+            changed = self.selection.changed() => changed.is_ok(),
+            changed = self.visible.changed() => changed.is_ok(),
         }
+    }
+
+    fn compose(&mut self) -> Option<String> {
+        context(self)
     }
 }
 

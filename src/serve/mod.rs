@@ -17,6 +17,7 @@ pub mod mcp_http;
 pub mod options;
 pub mod registry;
 pub mod tasks;
+pub mod throttled;
 pub mod token;
 pub mod unix_peers;
 pub mod vscode;
