@@ -237,9 +237,9 @@ impl Protocol for ClaudeServer {
         crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
         let reply = match tools::answer(&method, &params, &cx).await {
             Ok(result) => mcp::result(&id, result),
-            Err((code, message)) => {
-                crate::log_debug!("claude: {method} failed: {message}");
-                mcp::error(&id, code, &message)
+            Err(e) => {
+                crate::log_debug!("claude: {method} failed: {e}");
+                mcp::failed(&id, &e)
             }
         };
         Some(reply.into())

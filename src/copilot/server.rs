@@ -133,7 +133,7 @@ impl mcp_http::Protocol for CopilotServer {
         method: &str,
         params: Value,
         held: &mut Held,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, mcp::RequestError> {
         // open_diff waits for the user: its place and bytes go back first.
         if tools::waits_for_user(method, &params) {
             held.release();
@@ -156,8 +156,8 @@ impl mcp_http::Protocol for CopilotServer {
 
     /// Copilot asks `server/discover` before `initialize`, without a
     /// session: "method not found" and it goes on with `initialize`.
-    fn sessionless(&self, method: &str) -> Option<(i64, String)> {
-        (method == "server/discover").then(|| (mcp::METHOD_NOT_FOUND, format!("method not found: {method}")))
+    fn sessionless(&self, method: &str) -> Option<mcp::RequestError> {
+        (method == "server/discover").then(|| mcp::RequestError::NoMethod(method.to_owned()))
     }
 }
 

@@ -88,7 +88,7 @@ impl mcp_http::Protocol for CompanionServer {
         method: &str,
         params: Value,
         _held: &mut Held,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, crate::mcp::RequestError> {
         let (target, agent) = (session.clone(), self.flavor.agent.id);
         let notify: tools::Notify = Arc::new(move |method, params| {
             if !target.send(crate::mcp::notification(method, &params)) {

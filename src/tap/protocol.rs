@@ -226,7 +226,7 @@ pub fn tool_result(id: &str, outcome: Option<crate::editor_tools::Outcome>, tool
         Some(Ok(Answer::Json(v))) => json!({ "type": "tool.result", "id": id, "data": v }),
         // A refusal (a path outside the workspace, a patch that does not
         // apply): the model reads the line and may try otherwise.
-        Some(Err(why)) => json!({ "type": "tool.result", "id": id, "error": why, "retryable": false }),
+        Some(Err(why)) => json!({ "type": "tool.result", "id": id, "error": why.to_string(), "retryable": false }),
     };
     let text = message.to_string();
     if text.len() <= MAX_RESULT_BYTES {
@@ -337,8 +337,9 @@ mod tests {
         use crate::editor_tools::Answer;
         let ok: Value = serde_json::from_str(&tool_result("c", Some(Ok(Answer::Text("hi".into()))), "t")).unwrap();
         assert_eq!(ok, json!({ "type": "tool.result", "id": "c", "data": "hi" }));
-        let refused: Value = serde_json::from_str(&tool_result("c", Some(Err("outside".into())), "t")).unwrap();
-        assert_eq!((refused["error"].as_str(), refused.get("data")), (Some("outside"), None));
+        let nul = crate::editor_tools::error::PathError::Nul.into();
+        let refused: Value = serde_json::from_str(&tool_result("c", Some(Err(nul)), "t")).unwrap();
+        assert_eq!((refused["error"].as_str(), refused.get("data")), (Some("the path contains a NUL byte"), None));
         let unknown: Value = serde_json::from_str(&tool_result("c", None, "nope")).unwrap();
         assert_eq!(unknown["errorCode"], "NOT_FOUND");
         // The envelope around a text answer: 37 bytes with the id "c".
