@@ -22,7 +22,7 @@ use crate::mcp::{self, RequestError};
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::mcp_http::sessions::Session;
@@ -274,9 +274,10 @@ impl Updates {
 
 /// Starts the MCP server: its own loopback port and token, its discovery
 /// file in `<data>/amp/mcp/`. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let dir = protocol::discovery_dir_from_env()
-        .ok_or("mcp: no directory for the discovery file (set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME)")?;
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
+    let dir = protocol::discovery_dir_from_env().ok_or(StartError::NoDirectory(
+        "mcp: no directory for the discovery file (set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME)",
+    ))?;
     let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(McpServer::new(hub.clone(), crate::serve::token::generate_token(), port, dir));
     mcp_http::spawn_accepting(server.clone(), listener);
