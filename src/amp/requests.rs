@@ -12,6 +12,7 @@ use super::server::{note_dialect, Client};
 use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::edit::apply_range;
 use crate::core::editor::EditorError;
+use crate::core::file_error::FileError;
 use crate::core::uri::{file_uri_to_path, parse_line_fragment, path_to_file_uri, scheme, split_fragment};
 use crate::serve::budget::Held;
 use crate::serve::hub::Hub;
@@ -54,8 +55,10 @@ pub(super) fn editor_error(e: EditorError) -> RpcError {
     RpcError::new(INTERNAL_ERROR, e.to_string())
 }
 
-pub(super) fn failure(message: impl Into<String>) -> Value {
-    json!({ "success": false, "message": message.into() })
+/// A `success: false` answer: the request was fine, the file or the
+/// editor refused it (`core::file_error::FileError` and the like).
+pub(super) fn failure(message: impl std::fmt::Display) -> Value {
+    json!({ "success": false, "message": message.to_string() })
 }
 
 /// An absolute, lexically normalised path: relative ones resolve against the
@@ -101,20 +104,20 @@ async fn edit_file(hub: &Hub, client: &Client, held: &mut Held, path: &str, edit
     if hub.options.review_edit_file {
         return super::reviewed_edit::edit_file(hub, client.owner, held, &abs, edit).await;
     }
-    // The agent's text is shared, never copied, by the edit's attempts and
-    // the lines it puts into the buffer.
-    let (full, range) = match edit {
-        EditSpec::Full(text) => (Some(Arc::new(text)), None),
-        EditSpec::Range { start, end, new_text } => (None, Some((start, end, new_text))),
+    let change = match edit {
+        EditSpec::Full(text) => Change::Full(Arc::new(text)),
+        EditSpec::Range { start, end, new_text } => Change::Range { start, end, new_text },
     };
-    let new_len = full.as_ref().map_or(0, |t| t.len()) + range.as_ref().map_or(0, |r| r.2.len());
-    let new_text = |snapshot: &crate::core::buffer::BufferText| match (&full, &range) {
-        (Some(text), _) => Ok(text.clone()),
+    let new_len = match &change {
+        Change::Full(text) => text.len(),
+        Change::Range { new_text, .. } => new_text.len(),
+    };
+    let new_text = |snapshot: &crate::core::buffer::BufferText| match &change {
+        Change::Full(text) => Ok(text.clone()),
         // Offsets into the text readFile answers.
-        (None, Some((start, end, new_text))) => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
+        Change::Range { start, end, new_text } => apply_range(&snapshot.clone().file_text(), *start, *end, new_text)
             .map(Arc::new)
-            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
-        (None, None) => Err("no edit".to_owned()),
+            .map_err(|source| FileError::Range { path: abs.clone(), source }),
     };
     Ok(match hub.files().edit(&abs, new_len as u64, new_text).await.map_err(editor_error)? {
         Ok(edited) if !edited.written => {
@@ -125,6 +128,13 @@ async fn edit_file(hub: &Hub, client: &Client, held: &mut Held, path: &str, edit
         }
         Err(why) => failure(why),
     })
+}
+
+/// An `editFile`'s change, the whole text shared (never copied) by the
+/// edit's attempts and the lines it puts into the buffer.
+enum Change {
+    Full(Arc<String>),
+    Range { start: u64, end: u64, new_text: String },
 }
 
 /// A JSON object that owns its values: `json!` copies every value it

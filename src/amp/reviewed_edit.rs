@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 
 use super::calls::EditSpec;
 use super::protocol::RpcError;
+use super::requests::failure;
 use crate::core::edit::apply_range;
+use crate::core::file_error::FileError;
 use crate::core::review::{Owner, Proposal};
 use crate::core::reviewed_write::{review_and_write, Outcome};
 use crate::serve::budget::Held;
@@ -22,11 +24,11 @@ use crate::serve::hub::Hub;
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
 /// The text `edit` makes of `original` (an error for a range that does not fit).
-pub fn proposed_text(abs: &Path, original: &str, edit: &EditSpec) -> Result<String, String> {
+pub fn proposed_text(abs: &Path, original: &str, edit: &EditSpec) -> Result<String, FileError> {
     match edit {
         EditSpec::Full(text) => Ok(text.clone()),
         EditSpec::Range { start, end, new_text } => apply_range(original, *start, *end, new_text)
-            .map_err(|why| format!("cannot apply the edit to {}: {why}", abs.display())),
+            .map_err(|source| FileError::Range { path: abs.to_path_buf(), source }),
     }
 }
 
@@ -47,7 +49,6 @@ pub async fn edit_file(
     edit: EditSpec,
 ) -> Result<Value, RpcError> {
     let editor_error = super::requests::editor_error;
-    let failure = super::requests::failure;
     let files = hub.files();
     let original = match files.read(abs).await.map_err(editor_error)? {
         Ok(text) => text,
@@ -83,7 +84,6 @@ pub async fn edit_file(
 
 /// The agent's answer to a reviewed `editFile`.
 fn answer(abs: &Path, outcome: Outcome, timeout: Duration) -> Value {
-    let failure = super::requests::failure;
     match outcome {
         Outcome::Written { text, edited } => json!({
             "success": true,
@@ -113,7 +113,10 @@ mod tests {
         let range = EditSpec::Range { start: 0, end: 3, new_text: "NEW".into() };
         assert_eq!(proposed_text(path, "old\n", &range).unwrap(), "NEW\n");
         let bad = EditSpec::Range { start: 10, end: 20, new_text: "x".into() };
-        assert!(proposed_text(path, "short\n", &bad).unwrap_err().contains("cannot apply the edit to /w/a.txt"));
+        assert_eq!(
+            proposed_text(path, "short\n", &bad).unwrap_err().to_string(),
+            "cannot apply the edit to /w/a.txt: end (20) is past the end of the text (6 bytes)"
+        );
     }
 
     #[test]
@@ -126,6 +129,6 @@ mod tests {
         assert!(answer(path, Outcome::Rejected, wait)["message"].as_str().unwrap().contains("rejected"));
         let late = answer(path, Outcome::TimedOut, wait);
         assert!(late["message"].as_str().unwrap().contains("within 300 s"), "{late}");
-        assert_eq!(answer(path, Outcome::Refused("why".into()), wait)["message"], "why");
+        assert_eq!(answer(path, Outcome::Refused(FileError::Editor("why".into())), wait)["message"], "why");
     }
 }

@@ -20,7 +20,7 @@ use crate::core::sync::LockExt;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{self, DiscoveryError, DiscoveryFile};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::registry::Agent;
@@ -227,9 +227,9 @@ pub fn note_dialect(slot: &AtomicU8, dialect: Dialect) {
 /// options choose, the previous session's first), its lockfile in
 /// `~/.local/share/amp/ide/` (`$XDG_DATA_HOME`, `$AMP_DATA_HOME`). Main
 /// thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
     let lock_dir = lockfile::lock_dir_from_env()
-        .ok_or("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME")?;
+        .ok_or(StartError::NoDirectory("cannot find a data directory for the lockfile: set XDG_DATA_HOME or HOME"))?;
     // Made here, on the main thread, when missing: a thread creating
     // `$XDG_DATA_HOME` while Neovim's own `mkdir -p` does makes Neovim's
     // fail (E739). When it is there (every start but the first) the

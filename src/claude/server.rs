@@ -24,7 +24,7 @@ use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::registry::Agent;
@@ -237,9 +237,9 @@ impl Protocol for ClaudeServer {
         crate::log_debug!("claude: {method} {}", log::untrusted(&params.to_string()));
         let reply = match tools::answer(&method, &params, &cx).await {
             Ok(result) => mcp::result(&id, result),
-            Err((code, message)) => {
-                crate::log_debug!("claude: {method} failed: {message}");
-                mcp::error(&id, code, &message)
+            Err(e) => {
+                crate::log_debug!("claude: {method} failed: {e}");
+                mcp::failed(&id, &e)
             }
         };
         Some(reply.into())
@@ -293,9 +293,10 @@ async fn push_selection(hub: Arc<Hub>, outbox: Outbox, lines: Lines) {
 /// Starts the Claude Code front-end: its own loopback port and token, its
 /// lockfile in `~/.claude/ide/` (`$CLAUDE_CONFIG_DIR/ide/`). Main thread,
 /// inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let lock_dir = protocol::lock_dir_from_env()
-        .ok_or("claude: cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME")?;
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
+    let lock_dir = protocol::lock_dir_from_env().ok_or(StartError::NoDirectory(
+        "claude: cannot find the Claude config directory: set CLAUDE_CONFIG_DIR or HOME",
+    ))?;
     let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(ClaudeServer::new(hub.clone(), crate::serve::token::generate_token(), port, lock_dir));
     websocket::spawn_accepting(server.clone(), listener);

@@ -7,11 +7,11 @@ use serde_json::{json, Map, Value};
 
 use super::protocol;
 use crate::core::checked_file::{self, Use, Wanted};
-use crate::core::editor::{Editor, EditorError, TextToSelect};
+use crate::core::editor::{Editor, TextToSelect};
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::selection::RawSelection;
 use crate::core::uri::path_to_file_uri;
-use crate::mcp;
+use crate::mcp::{self, RequestError};
 
 /// What a request needs besides the editor.
 pub struct Context<'a> {
@@ -25,12 +25,12 @@ pub struct Context<'a> {
     pub max_file_bytes: u64,
 }
 
-/// Answers one request: `Ok(result)` or `Err((code, message))`.
-pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+/// Answers one request: its result, or why not (its code follows).
+pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, RequestError> {
     if let Some(answer) = mcp::standard_answer(method, params, protocol::tools) {
         return answer;
     }
-    let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
+    let (name, args) = mcp::tool_call(params)?;
     call(&name, &args, cx).await
 }
 
@@ -42,18 +42,7 @@ fn plain(message: &str) -> Value {
     mcp::text_content(&[message], false)
 }
 
-/// An editor call's two failures (the editor is gone, or the call failed
-/// there) as one MCP internal error.
-fn editor_error(e: impl std::fmt::Display) -> (i64, String) {
-    (mcp::INTERNAL_ERROR, e.to_string())
-}
-
-/// An editor call's answer, its failures as MCP errors.
-fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
-    r.map_err(editor_error)
-}
-
-async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, RequestError> {
     match name {
         "getCurrentSelection" => {
             Ok(text(&protocol::selection_answer(cx.current_selection.as_ref(), "No active editor found")))
@@ -64,7 +53,10 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "getWorkspaceFolders" => Ok(text(&protocol::workspace_folders(&cx.workspace_folders))),
         "getOpenEditors" => {
-            let tabs: Vec<Value> = answered(cx.editor.open_buffers().await)?
+            let tabs: Vec<Value> = cx
+                .editor
+                .open_buffers()
+                .await?
                 .into_iter()
                 .map(|e| {
                     let label = e.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -84,13 +76,13 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) if !s.is_empty() => Some(mcp::path_arg(args, "uri", &cx.workspace_folders)?),
                 _ => None,
             };
-            let found = answered(cx.editor.diagnostics(path.map(|p| vec![p])).await)?;
+            let found = cx.editor.diagnostics(path.map(|p| vec![p])).await?;
             Ok(text(&crate::serve::vscode::diagnostics(found)))
         }
         "checkDocumentDirty" => {
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
             let shown = path.to_string_lossy().into_owned();
-            Ok(text(&match answered(cx.editor.buffer_modified(path).await)? {
+            Ok(text(&match cx.editor.buffer_modified(path).await? {
                 Some(dirty) => json!({ "success": true, "filePath": shown, "isDirty": dirty, "isUntitled": false }),
                 None => json!({ "success": false, "message": format!("Document not open: {shown}") }),
             }))
@@ -104,7 +96,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 }
                 Ok(None) => json!({ "success": false, "message": format!("Document not open: {shown}") }),
                 Err(e) => {
-                    let why = e.refusal().map_err(editor_error)?;
+                    let why = e.refusal()?;
                     json!({ "success": false, "filePath": shown, "saved": false, "message": why })
                 }
             }))
@@ -124,13 +116,12 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // (`checked_file`): a FIFO, a device or a procfs file would block
             // or flood the editor.
             let wanted = Wanted { directory_ok: true, read_through: true };
-            let checked = checked_file::check(&path, cx.max_file_bytes, wanted)
-                .await
-                .map_err(|why| editor_error(why.message(&path, Use::Open)))?;
-            answered(cx.editor.open_file(checked, None).await)?;
+            let checked =
+                checked_file::check(&path, cx.max_file_bytes, wanted).await.map_err(|why| why.of(&path, Use::Open))?;
+            cx.editor.open_file(checked, None).await?;
             if let Some(select) = select {
                 // Not found: the file is shown, nothing is selected.
-                let _found = answered(cx.editor.select_text(select).await)?;
+                let _found = cx.editor.select_text(select).await?;
             }
             Ok(plain(&format!("Opened file: {shown}")))
         }
@@ -139,10 +130,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             // old_file_path when editing); the review compares against it.
             let path = mcp::path_arg(args, "new_file_path", &cx.workspace_folders)
                 .or_else(|_| mcp::path_arg(args, "old_file_path", &cx.workspace_folders))?;
-            let contents = match args.get("new_file_contents") {
-                Some(Value::String(s)) => s.clone(),
-                _ => return Err((mcp::INVALID_PARAMS, "new_file_contents must be a string".into())),
-            };
+            let contents = mcp::text_arg(args, "new_file_contents")?;
             let tab_name = mcp::string_arg(args, "tab_name")?;
             // FILE_SAVED carries the final text: Claude writes the file
             // itself. TAB_CLOSED would mean "accept unchanged" to Claude, so
@@ -155,22 +143,22 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 owner: cx.owner,
                 edits_kept: true,
             };
-            Ok(match answered(cx.editor.propose(proposal).await)? {
+            Ok(match cx.editor.propose(proposal).await? {
                 Decision::Accepted(text) => mcp::text_content(&["FILE_SAVED", &text], false),
                 Decision::Rejected => mcp::text_content(&["DIFF_REJECTED", &tab_name], false),
             })
         }
         "close_tab" => {
             let tab_name = mcp::string_arg(args, "tab_name")?;
-            answered(cx.editor.close_review(cx.owner, tab_name, ReviewEnd::Agent).await)?;
+            cx.editor.close_review(cx.owner, tab_name, ReviewEnd::Agent).await?;
             Ok(plain("TAB_CLOSED"))
         }
         "closeAllDiffTabs" => {
             // This connection's reviews only, never another agent's.
-            let n = answered(cx.editor.close_reviews(cx.owner, ReviewEnd::Agent).await)?;
+            let n = cx.editor.close_reviews(cx.owner, ReviewEnd::Agent).await?;
             Ok(plain(&format!("CLOSED_{n}_DIFF_TABS")))
         }
-        other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
+        other => Err(RequestError::NoTool(other.to_owned())),
     }
 }
 
@@ -234,7 +222,7 @@ mod tests {
             assert!(fake.calls().contains(&Call::CloseReview("open".into(), ReviewEnd::Agent)));
             assert_eq!(tool(&c, "closeAllDiffTabs", json!({})).await, "CLOSED_0_DIFF_TABS");
             let bad = json!({"name": "openDiff", "arguments": {"new_file_path": "/w/a.rs", "tab_name": "t"}});
-            assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
+            assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().code(), mcp::INVALID_PARAMS);
         });
     }
 
@@ -302,9 +290,9 @@ mod tests {
             assert_eq!(init["protocolVersion"], "2025-11-25");
             let list = answer("tools/list", &Value::Null, &cx(&fake)).await.unwrap();
             assert!(list["tools"].as_array().unwrap().len() >= 10);
-            assert_eq!(answer("nope", &Value::Null, &cx(&fake)).await.unwrap_err().0, mcp::METHOD_NOT_FOUND);
+            assert_eq!(answer("nope", &Value::Null, &cx(&fake)).await.unwrap_err().code(), mcp::METHOD_NOT_FOUND);
             let bad = answer("tools/call", &json!({"name": "nope"}), &cx(&fake)).await.unwrap_err();
-            assert_eq!(bad.0, mcp::METHOD_NOT_FOUND);
+            assert_eq!((bad.code(), bad.to_string().as_str()), (mcp::METHOD_NOT_FOUND, "unknown tool: nope"));
         });
     }
 
@@ -348,12 +336,15 @@ mod tests {
             assert!(fake.calls().contains(&Call::OpenFile(file.clone(), None)));
             assert!(fake.calls().iter().any(|call| matches!(call, Call::SelectText(t) if t.start_text == "main")));
             let missing = json!({"name": "openFile", "arguments": {"filePath": "/w/none.rs"}});
-            assert_eq!(answer("tools/call", &missing, &c).await.unwrap_err().0, mcp::INTERNAL_ERROR);
+            assert_eq!(answer("tools/call", &missing, &c).await.unwrap_err().code(), mcp::INTERNAL_ERROR);
             assert_eq!(tool(&c, "getOpenEditors", json!({})).await["tabs"][0]["label"], "a.rs");
             assert_eq!(tool(&c, "getWorkspaceFolders", json!({})).await["folders"][0]["path"], "/w");
             assert_eq!(tool(&c, "getCurrentSelection", json!({})).await["success"], false);
             let missing = answer("tools/call", &json!({"name": "openFile", "arguments": {}}), &c).await.unwrap_err();
-            assert_eq!(missing.0, mcp::INVALID_PARAMS);
+            assert_eq!(
+                (missing.code(), missing.to_string().as_str()),
+                (mcp::INVALID_PARAMS, "filePath must be a non-empty string")
+            );
             let sel = RawSelection::cursor("/w/a.rs".into(), 1, 0, b"x".to_vec());
             let c = Context { latest_selection: None, current_selection: Some(sel), ..cx(&fake) };
             assert_eq!(tool(&c, "getLatestSelection", json!({})).await["filePath"], "/w/a.rs");

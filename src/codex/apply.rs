@@ -16,6 +16,7 @@
 //!   When the old lines are not found and end with an empty line, they are
 //!   searched again without it.
 
+pub use super::error::UpdateError;
 use super::patch::Chunk;
 use crate::core::patch::matches_at;
 
@@ -69,7 +70,7 @@ pub fn join(lines: &[&str], ending: Ending) -> String {
 
 /// The text Codex writes for `chunks` applied to `old`; `Err`: why it
 /// would refuse (a chunk's lines are not in the file).
-pub fn apply_update(old: &str, chunks: &[Chunk]) -> Result<String, String> {
+pub fn apply_update(old: &str, chunks: &[Chunk]) -> Result<String, UpdateError> {
     let ending = Ending::of(old);
     let lines = lines_of(old, ending);
     let mut replacements: Vec<(usize, usize, Vec<&str>)> = Vec::new();
@@ -78,7 +79,7 @@ pub fn apply_update(old: &str, chunks: &[Chunk]) -> Result<String, String> {
         if let Some(anchor) = &chunk.anchor {
             match seek(&lines, &[anchor.as_str()], from, false) {
                 Some(at) => from = at + 1,
-                None => return Err(format!("the line '{}' is not in the file", shown(anchor))),
+                None => return Err(UpdateError::NoAnchor(shown(anchor))),
             }
         }
         let (mut old_lines, mut new_lines) = (chunk.old(), chunk.new_lines());
@@ -102,7 +103,7 @@ pub fn apply_update(old: &str, chunks: &[Chunk]) -> Result<String, String> {
             }
             None => {
                 let first = old_lines.first().copied().unwrap_or_default();
-                return Err(format!("a chunk's lines are not in the file (its first: '{}')", shown(first)));
+                return Err(UpdateError::NoChunk(shown(first)));
             }
         }
     }
@@ -159,7 +160,7 @@ mod tests {
     use super::*;
     use crate::codex::patch::{parse, Change};
 
-    fn update(old: &str, patch_body: &str) -> Result<String, String> {
+    fn update(old: &str, patch_body: &str) -> Result<String, UpdateError> {
         let patch = parse(&format!("*** Begin Patch\n*** Update File: f\n{patch_body}\n*** End Patch")).unwrap();
         let Change::Update { chunks, .. } = &patch.changes[0] else { panic!() };
         apply_update(old, chunks)
@@ -209,10 +210,11 @@ mod tests {
     #[test]
     fn missing_lines_are_refused_with_the_reason() {
         assert_eq!(
-            update("a\n", "@@\n-zzz\n+y").unwrap_err(),
+            update("a\n", "@@\n-zzz\n+y").unwrap_err().to_string(),
             "a chunk's lines are not in the file (its first: 'zzz')"
         );
-        assert_eq!(update("a\n", "@@ nope\n-a\n+b").unwrap_err(), "the line 'nope' is not in the file");
+        assert_eq!(update("a\n", "@@ nope\n-a\n+b").unwrap_err(), UpdateError::NoAnchor("nope".into()));
+        assert_eq!(UpdateError::NoAnchor("nope".into()).to_string(), "the line 'nope' is not in the file");
         // Searched only after the previous chunk.
         assert!(update("a\nb\n", "@@\n-b\n+B\n@@\n-a\n+A").is_err());
     }

@@ -8,6 +8,7 @@
 //! (over `core::editor::Editor`); `server` is tokio.
 
 pub mod apply;
+mod error;
 pub mod hook;
 pub mod launch;
 pub mod patch;

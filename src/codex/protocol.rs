@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+pub use super::error::DecodeError;
 use crate::core::selection::RawSelection;
 
 /// Largest frame Codex's IDE client may send us (its requests are a few
@@ -55,16 +56,16 @@ pub enum Incoming {
 }
 
 /// Reads one frame's JSON; `Err`: why it is no message.
-pub fn decode(frame: &[u8]) -> Result<Incoming, String> {
-    let value: Value = serde_json::from_slice(frame).map_err(|e| format!("not JSON: {e}"))?;
+pub fn decode(frame: &[u8]) -> Result<Incoming, DecodeError> {
+    let value: Value = serde_json::from_slice(frame).map_err(DecodeError::NotJson)?;
     let Some(kind) = value.get("type").and_then(Value::as_str) else {
-        return Err("a message without a type".into());
+        return Err(DecodeError::NoType);
     };
     if kind != "request" {
         return Ok(Incoming::Other);
     }
     let id = value.get("requestId").cloned().unwrap_or(Value::Null);
-    let method = value.get("method").and_then(Value::as_str).ok_or("a request without a method")?.to_owned();
+    let method = value.get("method").and_then(Value::as_str).ok_or(DecodeError::NoMethod)?.to_owned();
     let params = value.get("params").cloned().unwrap_or(Value::Null);
     Ok(Incoming::Request { id, method, params })
 }
@@ -208,9 +209,9 @@ mod tests {
         let answer: Value = serde_json::from_slice(&failure(&id, "no-handler-for-request")).unwrap();
         assert_eq!(answer["resultType"], "error");
         assert_eq!(decode(br#"{"type":"broadcast","method":"x"}"#).unwrap(), Incoming::Other);
-        assert!(decode(b"{}").unwrap_err().contains("without a type"));
-        assert!(decode(b"nope").unwrap_err().starts_with("not JSON"));
-        assert!(decode(br#"{"type":"request"}"#).unwrap_err().contains("without a method"));
+        assert_eq!(decode(b"{}").unwrap_err().to_string(), "a message without a type");
+        assert!(decode(b"nope").unwrap_err().to_string().starts_with("not JSON: expected"));
+        assert_eq!(decode(br#"{"type":"request"}"#).unwrap_err().to_string(), "a request without a method");
         assert_eq!(initialized(7), json!({"clientId": "neovim-7"}));
     }
 

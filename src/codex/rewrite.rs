@@ -12,6 +12,7 @@
 //! line endings Codex would change) is refused with the reason.
 
 use super::apply::{apply_update, join, lines_of, seek, Ending};
+pub use super::error::RewriteError;
 use super::patch::{parse, render, Change, Chunk, Line, Patch};
 use crate::core::edit::line_hunks;
 
@@ -21,19 +22,19 @@ const CONTEXT: usize = 3;
 /// The chunks of an update that turn `old` into `new` (`Ok(vec![])` when
 /// they are the same text); `Err` when Codex could not write `new` through
 /// an update of `old`.
-pub fn update_chunks(old: &str, new: &str) -> Result<Vec<Chunk>, String> {
+pub fn update_chunks(old: &str, new: &str) -> Result<Vec<Chunk>, RewriteError> {
     let ending = Ending::of(old);
     let old_lines = lines_of(old, ending);
     let new_lines = lines_of(new, ending);
     if !new.is_empty() && !new.ends_with('\n') {
-        return Err("the text has no final line break, which Codex always writes".into());
+        return Err(RewriteError::NoFinalLineBreak);
     }
     if join(&new_lines, ending) != new {
-        return Err("the text mixes line endings in a CRLF file, which Codex writes with CRLF only".into());
+        return Err(RewriteError::MixedLineEndings);
     }
     // (A patch's lines are read without a final "\r".)
     if new_lines.iter().any(|l| l.ends_with('\r')) {
-        return Err("the text has CRLF line endings in a file Codex writes with LF".into());
+        return Err(RewriteError::CrlfInLfFile);
     }
     let hunks = line_hunks(&old_lines, &new_lines);
     // Groups of hunks whose context would touch, as old line ranges.
@@ -102,20 +103,21 @@ pub struct Target {
 
 /// The patch that gives every target its accepted text, checked (see the
 /// module); `Err`: why no patch can.
-pub fn rewrite(targets: &[Target]) -> Result<String, String> {
+pub fn rewrite(targets: &[Target]) -> Result<String, RewriteError> {
     let mut changes = Vec::new();
     for t in targets {
-        changes.extend(change_for(t).map_err(|e| format!("{}: {e}", t.change.path()))?);
+        let of = |e| RewriteError::Of { path: t.change.path().to_owned(), source: Box::new(e) };
+        changes.extend(change_for(t).map_err(of)?);
     }
     if changes.is_empty() {
-        return Err("the accepted texts are the files as they are".into());
+        return Err(RewriteError::NothingToChange);
     }
     let text = render(&Patch { changes });
     check(&text, targets)?;
     Ok(text)
 }
 
-fn change_for(t: &Target) -> Result<Vec<Change>, String> {
+fn change_for(t: &Target) -> Result<Vec<Change>, RewriteError> {
     let path = t.change.path().to_owned();
     let move_to = match &t.change {
         Change::Update { move_to, .. } => move_to.clone(),
@@ -126,7 +128,7 @@ fn change_for(t: &Target) -> Result<Vec<Change>, String> {
         (Some(_), None) => Ok(vec![Change::Delete { path }]),
         (None, Some(text)) => {
             if !addable(text) {
-                return Err("a new file's text must end with a line break and use LF line endings".into());
+                return Err(RewriteError::NotAddable);
             }
             Ok(vec![Change::Add { path: move_to.unwrap_or(path), lines: added_lines(text) }])
         }
@@ -137,7 +139,7 @@ fn change_for(t: &Target) -> Result<Vec<Change>, String> {
                 // Moved with its text as it is: an update needs a chunk.
                 (true, Some(to)) => {
                     if !addable(text) {
-                        return Err("a moved file's text must end with a line break and use LF line endings".into());
+                        return Err(RewriteError::NotMovable);
                     }
                     Ok(vec![Change::Delete { path }, Change::Add { path: to, lines: added_lines(text) }])
                 }
@@ -149,8 +151,8 @@ fn change_for(t: &Target) -> Result<Vec<Change>, String> {
 
 /// The rendered patch, read back and applied to the disk's texts, gives
 /// the accepted ones.
-fn check(text: &str, targets: &[Target]) -> Result<(), String> {
-    let patch = parse(text).map_err(|e| format!("the rewritten patch does not read back ({e})"))?;
+fn check(text: &str, targets: &[Target]) -> Result<(), RewriteError> {
+    let patch = parse(text).map_err(RewriteError::NotReadBack)?;
     for t in targets {
         let (from, to) = match &t.change {
             Change::Update { path, move_to: Some(to), .. } => (path.as_str(), to.as_str()),
@@ -162,14 +164,15 @@ fn check(text: &str, targets: &[Target]) -> Result<(), String> {
                 Change::Add { path, lines } if path == to || path == from => text = Some(Change::added_text(lines)),
                 Change::Delete { path } if path == from => text = None,
                 Change::Update { path, chunks, .. } if path == from => {
-                    let old = text.as_deref().ok_or_else(|| format!("{from}: updated but absent"))?;
-                    text = Some(apply_update(old, chunks).map_err(|e| format!("{from}: {e}"))?);
+                    let old = text.as_deref().ok_or_else(|| RewriteError::UpdatedButAbsent(from.to_owned()))?;
+                    let not_applied = |source| RewriteError::NotApplied { path: from.to_owned(), source };
+                    text = Some(apply_update(old, chunks).map_err(not_applied)?);
                 }
                 _ => {}
             }
         }
         if text != t.accepted {
-            return Err(format!("{from}: the rewritten patch would not write the accepted text"));
+            return Err(RewriteError::NotTheAcceptedText(from.to_owned()));
         }
     }
     Ok(())
@@ -222,19 +225,19 @@ mod tests {
     #[test]
     fn texts_codex_cannot_write_are_refused_with_the_reason() {
         let why = update_chunks("a\nb\n", "a\nB").unwrap_err();
-        assert!(why.contains("no final line break"), "{why}");
+        assert_eq!(why.to_string(), "the text has no final line break, which Codex always writes");
         let why = update_chunks("a\r\nb\r\n", "a\r\nB\n").unwrap_err();
-        assert!(why.contains("mixes line endings"), "{why}");
+        assert_eq!(why, RewriteError::MixedLineEndings);
         let why = update_chunks("a\nb\n", "a\r\nB\r\n").unwrap_err();
-        assert!(why.contains("CRLF line endings in a file Codex writes with LF"), "{why}");
+        assert_eq!(why.to_string(), "the text has CRLF line endings in a file Codex writes with LF");
         // CRLF kept in a CRLF file.
         let chunks = update_chunks("a\r\nb\r\n", "a\r\nB\r\n").unwrap();
         assert_eq!(apply_update("a\r\nb\r\n", &chunks).unwrap(), "a\r\nB\r\n");
         let why =
             rewrite(&[target(Change::Add { path: "n".into(), lines: vec![] }, None, Some("no eol"))]).unwrap_err();
-        assert!(why.starts_with("n: a new file's text must end with a line break"), "{why}");
+        assert_eq!(why.to_string(), "n: a new file's text must end with a line break and use LF line endings");
         assert_eq!(
-            rewrite(&[target(update("f"), Some("a\n"), Some("a\n"))]).unwrap_err(),
+            rewrite(&[target(update("f"), Some("a\n"), Some("a\n"))]).unwrap_err().to_string(),
             "the accepted texts are the files as they are"
         );
     }

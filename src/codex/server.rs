@@ -30,18 +30,18 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 use tokio::time::timeout;
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use super::hook;
 use super::launch::{codex_args, hook_command, HOOK_SOCKET_VAR, HOOK_TIMEOUT_VAR};
-use super::protocol::{self, HookAnswer, HookHeader, Incoming, MAX_IPC_FRAME_BYTES, MAX_PATCH_BYTES};
+use super::protocol::{self, DecodeError, HookAnswer, HookHeader, Incoming, MAX_IPC_FRAME_BYTES, MAX_PATCH_BYTES};
 use crate::core::log;
 use crate::core::review::{Owner, ReviewEnd};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
-use crate::serve::listener::{accept_loop, bind_unix, HandshakeSlot};
+use crate::serve::listener::{accept_loop, listen_unix, HandshakeSlot};
 use crate::serve::registry::Agent;
 use crate::serve::write_deadline::WRITE_TIMEOUT;
 
@@ -160,7 +160,7 @@ async fn send(writer: &mut Writer, frame: Vec<u8>) -> Result<(), String> {
 impl CodexServer {
     /// The answer to one frame of Codex's IDE client; `None`: nothing to
     /// answer. `Err`: the frame is no message (the client is dropped).
-    fn answer(&self, frame: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn answer(&self, frame: &[u8]) -> Result<Option<Vec<u8>>, DecodeError> {
         let Incoming::Request { id, method, params } = protocol::decode(frame)? else { return Ok(None) };
         crate::log_debug!("codex: {method} {}", log::untrusted(&params.to_string()));
         let answer = match method.as_str() {
@@ -255,7 +255,7 @@ async fn serve_ipc(server: Arc<CodexServer>, stream: UnixStream, slot: Handshake
                 }
             }
             Ok(None) => {}
-            Err(e) => break format!("sent no message: {}", log::untrusted(&e)),
+            Err(e) => break format!("sent no message: {}", log::untrusted(&e.to_string())),
         }
         drop(share);
     };
@@ -352,14 +352,9 @@ async fn receive_patch(
 
 /// Starts the Codex front-end: its private directory and sockets. Main
 /// thread, inside the runtime (binding is a quick, non-blocking syscall).
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
     let paths = choose_paths();
-    let cannot = |what: &Path, e: std::io::Error| format!("codex: cannot listen on {}: {e}", what.display());
-    let bind = |path: &Path| -> Result<UnixListener, String> {
-        let dir = path.parent().expect("a socket path has a directory");
-        let listener = bind_unix(dir, path).map_err(|e| cannot(path, e))?;
-        UnixListener::from_std(listener).map_err(|e| cannot(path, e))
-    };
+    let bind = |path: &Path| listen_unix(AGENT.id, path.parent().expect("a socket path has a directory"), path);
     let hook_listener = bind(&paths.hook_socket)?;
     let ipc_listener = if hub.options.codex_ide_context { Some(bind(&paths.ipc_socket)?) } else { None };
     let server = Arc::new(CodexServer {

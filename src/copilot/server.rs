@@ -15,7 +15,7 @@ use crate::mcp;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{pid_alive, DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::listen_unix;
 use crate::serve::mcp_http::sessions::{Session, STREAM_GRACE};
@@ -133,7 +133,7 @@ impl mcp_http::Protocol for CopilotServer {
         method: &str,
         params: Value,
         held: &mut Held,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, mcp::RequestError> {
         // open_diff waits for the user: its place and bytes go back first.
         if tools::waits_for_user(method, &params) {
             held.release();
@@ -156,17 +156,18 @@ impl mcp_http::Protocol for CopilotServer {
 
     /// Copilot asks `server/discover` before `initialize`, without a
     /// session: "method not found" and it goes on with `initialize`.
-    fn sessionless(&self, method: &str) -> Option<(i64, String)> {
-        (method == "server/discover").then(|| (mcp::METHOD_NOT_FOUND, format!("method not found: {method}")))
+    fn sessionless(&self, method: &str) -> Option<mcp::RequestError> {
+        (method == "server/discover").then(|| mcp::RequestError::NoMethod(method.to_owned()))
     }
 }
 
 /// Starts the Copilot CLI front-end: its own socket (in a private
 /// directory) and nonce, its lockfile in `~/.copilot/ide/`. Main thread,
 /// inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let lock_dir = protocol::lock_dir_from_env()
-        .ok_or("copilot: cannot find the Copilot config directory: set COPILOT_HOME or HOME")?;
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
+    let lock_dir = protocol::lock_dir_from_env().ok_or(StartError::NoDirectory(
+        "copilot: cannot find the Copilot config directory: set COPILOT_HOME or HOME",
+    ))?;
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let (dir, socket) = protocol::socket_path_from_env(uid, std::process::id());

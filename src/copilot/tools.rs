@@ -17,11 +17,11 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Notify;
 
 use super::protocol;
-use crate::core::editor::{Editor, EditorError};
+use crate::core::editor::Editor;
 use crate::core::log;
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
 use crate::core::selection::RawSelection;
-use crate::mcp;
+use crate::mcp::{self, RequestError};
 use crate::serve::vscode;
 
 /// What a request needs besides its params.
@@ -129,12 +129,12 @@ pub fn waits_for_user(method: &str, params: &Value) -> bool {
     method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("open_diff")
 }
 
-/// Answers one request: `Ok(result)` or `Err((code, message))`.
-pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+/// Answers one request: its result, or why not (its code follows).
+pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, RequestError> {
     if let Some(answer) = mcp::standard_answer(method, params, protocol::tools) {
         return answer;
     }
-    let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
+    let (name, args) = mcp::tool_call(params)?;
     call(&name, &args, cx).await
 }
 
@@ -142,12 +142,7 @@ fn text(value: &str) -> Value {
     mcp::text_content(&[value], false)
 }
 
-/// An editor call's answer, its failures (a refusal included) as MCP errors.
-fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
-    r.map_err(|e| (mcp::INTERNAL_ERROR, e.to_string()))
-}
-
-async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, RequestError> {
     match name {
         "get_selection" => {
             // The newest selection that was more than a cursor, else the cursor.
@@ -166,15 +161,12 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
                 Some(Value::String(s)) if !s.is_empty() => Some(mcp::path_arg(args, "uri", &cx.workspace_folders)?),
                 _ => None,
             };
-            let found = answered(cx.editor.diagnostics(path.map(|p| vec![p])).await)?;
+            let found = cx.editor.diagnostics(path.map(|p| vec![p])).await?;
             Ok(text(&vscode::diagnostics(found).to_string()))
         }
         "open_diff" => {
             let path = mcp::path_arg(args, "original_file_path", &cx.workspace_folders)?;
-            let proposed = match args.get("new_file_contents") {
-                Some(Value::String(s)) => s.clone(),
-                _ => return Err((mcp::INVALID_PARAMS, "new_file_contents must be a string".into())),
-            };
+            let proposed = mcp::text_arg(args, "new_file_contents")?;
             let tab_name = mcp::string_arg(args, "tab_name")?;
             let key = (cx.owner.session, tab_name.clone());
             let Some(closed_early) = cx.opening.begin(key.clone()) else {
@@ -204,7 +196,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             cx.opening.end(&key, &closed_early);
             // A proposal that cannot be shown (the review limits) is an
             // error: Copilot then asks the user in its own dialog.
-            let saved = match answered(decided)? {
+            let saved = match decided? {
                 Decision::Accepted(_) => true,
                 Decision::Rejected => false,
             };
@@ -212,7 +204,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
         }
         "close_diff" => {
             let tab_name = mcp::string_arg(args, "tab_name")?;
-            let mut was_open = answered(cx.editor.close_review(cx.owner, tab_name.clone(), ReviewEnd::Agent).await)?;
+            let mut was_open = cx.editor.close_review(cx.owner, tab_name.clone(), ReviewEnd::Agent).await?;
             if !was_open {
                 // Its open_diff may not have shown it yet: it closes it then.
                 was_open = cx.opening.close(&(cx.owner.session, tab_name.clone()));
@@ -224,7 +216,7 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             log::info(format!("copilot: session {} is named {}", cx.owner.session, log::untrusted(name)));
             Ok(text(&json!({ "success": true }).to_string()))
         }
-        other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
+        other => Err(RequestError::NoTool(other.to_owned())),
     }
 }
 
@@ -277,7 +269,7 @@ mod tests {
                 .iter()
                 .any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied | Call::Replace | Call::MarkReloaded)));
             let bad = json!({"name": "open_diff", "arguments": {"original_file_path": "/w/a.rs", "tab_name": "t"}});
-            assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().0, mcp::INVALID_PARAMS);
+            assert_eq!(answer("tools/call", &bad, &c).await.unwrap_err().code(), mcp::INVALID_PARAMS);
             assert!(waits_for_user("tools/call", &json!({"name": "open_diff"})));
             assert!(!waits_for_user("tools/call", &json!({"name": "close_diff"})));
         });
@@ -331,7 +323,7 @@ mod tests {
         });
     }
 
-    async fn answer_owned(args: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+    async fn answer_owned(args: &Value, cx: &Context<'_>) -> Result<Value, mcp::RequestError> {
         answer("tools/call", args, cx).await
     }
 
@@ -381,7 +373,7 @@ mod tests {
             assert_eq!(init["protocolVersion"], "2025-11-25");
             assert_eq!(answer("tools/list", &Value::Null, &c).await.unwrap()["tools"].as_array().unwrap().len(), 5);
             let unknown = answer("tools/call", &json!({"name": "openDiff"}), &c).await.unwrap_err();
-            assert_eq!(unknown.0, mcp::METHOD_NOT_FOUND);
+            assert_eq!(unknown.code(), mcp::METHOD_NOT_FOUND);
         });
     }
 }

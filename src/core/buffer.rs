@@ -55,18 +55,16 @@ pub struct BufferFormat {
 impl BufferText {
     /// The buffer's lines (none for an empty buffer); an error when a line
     /// is not UTF-8 (a file Neovim read without converting it).
-    pub fn lines(&self) -> Result<Vec<&str>, String> {
+    pub fn lines(&self) -> Result<Vec<&str>, NotUtf8> {
         if self.line_count == 0 {
             return Ok(Vec::new());
         }
-        std::str::from_utf8(&self.joined)
-            .map(|text| text.split('\n').collect())
-            .map_err(|_| "the buffer holds bytes that are not UTF-8 text".to_owned())
+        std::str::from_utf8(&self.joined).map(|text| text.split('\n').collect()).map_err(|_| NotUtf8)
     }
 
     /// The hunks that turn the buffer's lines into `new`. An empty buffer
     /// still shows one (empty) line, which the first hunk replaces.
-    pub fn hunks_to(&self, new: &[&str]) -> Result<Vec<Hunk>, String> {
+    pub fn hunks_to(&self, new: &[&str]) -> Result<Vec<Hunk>, NotUtf8> {
         if self.line_count == 0 {
             return Ok(if new.is_empty() {
                 Vec::new()
@@ -85,6 +83,12 @@ impl BufferText {
         filetext::written_text(self.joined, self.line_count == 0, self.format.line_end, self.format.eol)
     }
 }
+
+/// A buffer whose lines are not all UTF-8 (a file Neovim read without
+/// converting it): no edit is computed over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the buffer holds bytes that are not UTF-8 text")]
+pub struct NotUtf8;
 
 /// Why an edit was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -87,8 +87,8 @@ impl CheckedPath {
     /// read): still the same file or directory, and no bigger than the cap.
     /// Someone could have put a FIFO or a procfs link in its place since the
     /// check.
-    pub fn still_same(&self) -> Result<(), String> {
-        let now = std::fs::metadata(&self.path).map_err(|e| format!("cannot open {}: {e}", self.path.display()))?;
+    pub fn still_same(&self) -> Result<(), NotSame> {
+        let now = std::fs::metadata(&self.path).map_err(|source| NotSame::Gone { path: self.path.clone(), source })?;
         let same = now.dev() == self.meta.dev()
             && now.ino() == self.meta.ino()
             && now.file_type() == self.meta.file_type()
@@ -96,7 +96,7 @@ impl CheckedPath {
         if same {
             Ok(())
         } else {
-            Err(format!("{} changed while it was being opened; nothing was opened: try again", self.path.display()))
+            Err(NotSame::Swapped { path: self.path.clone() })
         }
     }
 
@@ -107,6 +107,27 @@ impl CheckedPath {
         let kind = if meta.is_dir() { Kind::Directory } else { Kind::File };
         CheckedPath { path: path.to_path_buf(), kind, meta, cap: u64::MAX }
     }
+}
+
+/// Why a checked path may not be read any more ([`CheckedPath::still_same`]).
+#[derive(Debug, thiserror::Error)]
+pub enum NotSame {
+    /// It cannot be `stat`ed now (removed, permission taken away).
+    #[error("cannot open {}: {source}", path.display())]
+    Gone { path: PathBuf, source: io::Error },
+    /// Another file (or a bigger one) is in its place.
+    #[error("{} changed while it was being opened; nothing was opened: try again", path.display())]
+    Swapped { path: PathBuf },
+}
+
+/// A refusal of `path` for a use: the error a caller passes on, its
+/// message [`Refused::message`].
+#[derive(Debug, thiserror::Error)]
+#[error("{}", refused.message(path, *usage))]
+pub struct FileRefusal {
+    pub path: PathBuf,
+    pub usage: Use,
+    pub refused: Refused,
 }
 
 /// Why a path may not be read or opened.
@@ -130,6 +151,11 @@ pub enum Refused {
 impl Refused {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Refused::Io(e) if e.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// The refusal of `path` for `usage`, as an error.
+    pub fn of(self, path: &Path, usage: Use) -> FileRefusal {
+        FileRefusal { path: path.to_path_buf(), usage, refused: self }
     }
 
     /// The refusal in one line, as the agent is told it.
@@ -430,10 +456,12 @@ mod tests {
         let file = dir.0.join("f");
         std::fs::write(&file, b"small").unwrap();
         let checked = check(&file, 10, ANY).await.unwrap();
-        assert_eq!(checked.still_same(), Ok(()));
+        assert!(checked.still_same().is_ok());
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink("/proc/self/pagemap", &file).unwrap();
-        assert!(checked.still_same().unwrap_err().contains("changed while it was being opened"));
+        let swapped = checked.still_same().unwrap_err();
+        assert!(matches!(swapped, NotSame::Swapped { .. }), "{swapped:?}");
+        assert!(swapped.to_string().ends_with("changed while it was being opened; nothing was opened: try again"));
         std::fs::remove_file(&file).unwrap();
         std::fs::write(&file, b"small").unwrap();
         let checked = check(&file, 10, ANY).await.unwrap();

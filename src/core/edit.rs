@@ -3,20 +3,32 @@
 //! possible and stays one undo step (`crate::core::filetext` maps a file's text to
 //! buffer lines).
 
+/// Why a byte-range edit does not fit its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("start ({start}) is after end ({end})")]
+    Reversed { start: u64, end: u64 },
+    #[error("end ({end}) is past the end of the text ({len} bytes)")]
+    PastEnd { end: u64, len: u64 },
+    /// `which` is "start" or "end".
+    #[error("{which} ({at}) falls inside a multi-byte character")]
+    InsideCharacter { which: &'static str, at: usize },
+}
+
 /// Replaces bytes `start..end` of `old` with `new_text`, refusing offsets that
 /// are out of range or fall inside a UTF-8 character.
-pub fn apply_range(old: &str, start: u64, end: u64, new_text: &str) -> Result<String, String> {
+pub fn apply_range(old: &str, start: u64, end: u64, new_text: &str) -> Result<String, RangeError> {
     let len = old.len() as u64;
     if start > end {
-        return Err(format!("start ({start}) is after end ({end})"));
+        return Err(RangeError::Reversed { start, end });
     }
     if end > len {
-        return Err(format!("end ({end}) is past the end of the text ({len} bytes)"));
+        return Err(RangeError::PastEnd { end, len });
     }
     let (start, end) = (start as usize, end as usize);
-    for (name, at) in [("start", start), ("end", end)] {
+    for (which, at) in [("start", start), ("end", end)] {
         if !old.is_char_boundary(at) {
-            return Err(format!("{name} ({at}) falls inside a multi-byte character"));
+            return Err(RangeError::InsideCharacter { which, at });
         }
     }
     let mut out = String::with_capacity(old.len() - (end - start) + new_text.len());
@@ -134,8 +146,15 @@ mod tests {
         assert_eq!(apply_range("hello", 1, 3, "EY").unwrap(), "hEYlo");
         assert_eq!(apply_range("hello", 5, 5, "!").unwrap(), "hello!");
         assert_eq!(apply_range("", 0, 0, "x").unwrap(), "x");
-        assert!(apply_range("hello", 3, 2, "").unwrap_err().contains("after end"));
-        assert!(apply_range("hello", 0, 6, "").unwrap_err().contains("past the end"));
-        assert!(apply_range("é", 1, 2, "").unwrap_err().contains("inside a multi-byte"));
+        assert_eq!(apply_range("hello", 3, 2, "").unwrap_err().to_string(), "start (3) is after end (2)");
+        assert_eq!(
+            apply_range("hello", 0, 6, "").unwrap_err().to_string(),
+            "end (6) is past the end of the text (5 bytes)"
+        );
+        assert_eq!(apply_range("é", 1, 2, "").unwrap_err(), RangeError::InsideCharacter { which: "start", at: 1 });
+        assert_eq!(
+            apply_range("é", 1, 2, "").unwrap_err().to_string(),
+            "start (1) falls inside a multi-byte character"
+        );
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, Semaphore, SemaphorePermit};
@@ -87,15 +87,23 @@ pub fn line_count(text: &str, line_end: LineEnd) -> usize {
     separators + usize::from(!text.as_bytes().ends_with(&[sep]))
 }
 
-/// Why an edit of `path` whose `what` ("the file", "the new text") has
-/// `lines` lines is refused, if it is.
-pub fn too_many_lines(path: &Path, what: &str, lines: usize) -> Option<String> {
-    (lines > MAX_EDIT_LINES).then(|| {
-        format!(
-            "cannot edit {}: {what} has {lines} lines, more than the {MAX_EDIT_LINES} an agent's edit may have",
-            path.display()
-        )
-    })
+/// An edit refused for its size in lines: `what` ("the file", "the new
+/// text") of `path` has `lines` lines.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot edit {}: {what} has {lines} lines, more than the {MAX_EDIT_LINES} an agent's edit may have", path.display())]
+pub struct TooManyLines {
+    pub path: PathBuf,
+    pub what: &'static str,
+    pub lines: usize,
+}
+
+/// Refuses an edit of `path` whose `what` has `lines` lines, if that is
+/// more than an edit may have.
+pub fn too_many_lines(path: &Path, what: &'static str, lines: usize) -> Result<(), TooManyLines> {
+    if lines > MAX_EDIT_LINES {
+        return Err(TooManyLines { path: path.to_path_buf(), what, lines });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -112,9 +120,10 @@ mod tests {
             }
         }
         let at = "\n".repeat(MAX_EDIT_LINES);
-        assert_eq!(too_many_lines(Path::new("/f"), "the new text", line_count(&at, LineEnd::Unix)), None);
+        assert_eq!(too_many_lines(Path::new("/f"), "the new text", line_count(&at, LineEnd::Unix)), Ok(()));
         let past = "\n".repeat(MAX_EDIT_LINES + 1);
-        let why = too_many_lines(Path::new("/f"), "the new text", line_count(&past, LineEnd::Unix)).unwrap();
+        let why =
+            too_many_lines(Path::new("/f"), "the new text", line_count(&past, LineEnd::Unix)).unwrap_err().to_string();
         assert!(why.contains("1048577 lines, more than the 1048576"), "{why}");
     }
 

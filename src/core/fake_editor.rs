@@ -299,7 +299,7 @@ impl Editor for FakeEditor {
                 return Ok(text_of(b));
             }
             // Loaded for the edit, as `:edit` reads it.
-            file.still_same()?;
+            file.still_same().map_err(|e| e.to_string())?;
             let bytes = std::fs::read(&paths[0]).map_err(|e| e.to_string())?;
             let disk = filetext::decode(&bytes, &filetext::ReadOptions::default()).map_err(|e| e.0)?;
             let format = BufferFormat {

@@ -19,10 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::buffer::{ApplyError, BufferFormat, BufferText, FileStamp, FinalEol, WritePlan};
-use super::checked_file::{self, io_message, CheckedPath, Refused, Use, Wanted};
+use super::checked_file::{self, CheckedPath, Refused, Use, Wanted};
 use super::edit_gate::{self, too_many_lines};
 use super::edit_plan::EditPlan;
 use super::editor::{same_file_names, Editor, EditorError, LoadedBuffers, WriteAutocmds, WriteRequest};
+use super::file_error::FileError;
 use super::filetext::{self, split_lines};
 use super::filewatch::FileWatch;
 use super::fsutil;
@@ -59,7 +60,7 @@ where
 /// The outcome of a read or an edit: `Err` is what the agent is told (its
 /// request was fine, the file or the editor refused); the outer error means
 /// the editor did not answer.
-pub type Outcome<T> = Result<Result<T, String>, EditorError>;
+pub type Outcome<T> = Result<Result<T, FileError>, EditorError>;
 
 /// What a file access needs to know of the running server.
 pub struct FileAccess<'a> {
@@ -107,7 +108,7 @@ impl FileAccess<'_> {
         let checked = match checked_file::check(abs, u64::MAX, wanted).await {
             Ok(checked) => Some(checked),
             Err(why) if why.is_not_found() => None,
-            Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
+            Err(why) => return Ok(Err(why.of(abs, Use::ReadOrEdit).into())),
         };
         // Not in the middle of an agent's edit of it.
         let _reading = match &checked {
@@ -117,12 +118,12 @@ impl FileAccess<'_> {
         let _work = edit_gate::work(checked.as_ref().map_or(max, |c| c.metadata().len().min(max))).await;
         let loaded = match self.editor.loaded_text(paths).await {
             Ok(loaded) => loaded,
-            Err(e) => return Ok(Err(e.refusal()?)),
+            Err(e) => return Ok(Err(FileError::Editor(e.refusal()?))),
         };
         Ok(match loaded {
             Some(snapshot) if snapshot.joined.len() as u64 > max => {
                 let size = snapshot.joined.len() as u64;
-                Err(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit))
+                Err(Refused::TooBig { size, cap: max }.of(abs, Use::ReadOrEdit).into())
             }
             Some(snapshot) => Ok(snapshot.file_text()),
             None => read_from_disk(abs, max).await,
@@ -138,7 +139,7 @@ impl FileAccess<'_> {
         &self,
         abs: &Path,
         new_len: u64,
-        new_text: impl Fn(&BufferText) -> Result<Arc<String>, String>,
+        new_text: impl Fn(&BufferText) -> Result<Arc<String>, FileError>,
     ) -> Outcome<Edited> {
         let max = self.max_file_bytes;
         // Read through here, off the main thread: the editor loads the file
@@ -146,9 +147,9 @@ impl FileAccess<'_> {
         let wanted = Wanted { directory_ok: false, read_through: true };
         let checked = match checked_file::check(abs, max, wanted).await {
             Ok(checked) => checked,
-            Err(why) => return Ok(Err(why.message(abs, Use::ReadOrEdit))),
+            Err(why) => return Ok(Err(why.of(abs, Use::ReadOrEdit).into())),
         };
-        if let Some(why) = not_writable(abs, checked.metadata()) {
+        if let Err(why) = writable(abs, checked.metadata()) {
             return Ok(Err(why));
         }
         // One edit of a file at a time: each is applied in slices.
@@ -159,9 +160,7 @@ impl FileAccess<'_> {
         let _ = tokio::task::spawn_blocking(move || fsutil::remove_orphaned_temps_of(&beside)).await;
         let work = checked.metadata().len().saturating_add(new_len);
         let edited = retry_while_typing(EDIT_ATTEMPTS, || self.edit_once(abs, &checked, &paths, work, &new_text)).await;
-        edited.unwrap_or_else(|| {
-            Ok(Err(format!("{} kept changing while the edit was applied; try again", abs.display())))
-        })
+        edited.unwrap_or_else(|| Ok(Err(FileError::KeptChanging { path: abs.to_path_buf() })))
     }
 
     async fn edit_once(
@@ -170,7 +169,7 @@ impl FileAccess<'_> {
         checked: &CheckedPath,
         paths: &[PathBuf],
         work: u64,
-        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, String>,
+        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, FileError>,
     ) -> Retry<Outcome<Edited>> {
         // A write by someone else that the watcher has not taken in yet: take
         // it in first (or learn that it conflicts with unsaved changes). Not
@@ -196,24 +195,25 @@ impl FileAccess<'_> {
         abs: &Path,
         checked: &CheckedPath,
         paths: &[PathBuf],
-        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, String>,
+        new_text: &impl Fn(&BufferText) -> Result<Arc<String>, FileError>,
     ) -> Result<Result<Edited, Attempt>, EditorError> {
         let max = self.max_file_bytes;
-        let refuse = |why: String| Ok(Err(Attempt::Refused(why)));
+        let refuse = |why: FileError| Ok(Err(Attempt::Refused(why)));
+        let path = || abs.to_path_buf();
         let stamp: FileStamp = match tokio::fs::metadata(abs).await {
             Ok(m) => (m.mtime(), m.mtime_nsec(), m.size(), m.ino()),
-            Err(e) => return refuse(io_message(abs, &e)),
+            Err(source) => return refuse(FileError::Io { path: path(), source }),
         };
         let snapshot = match self.editor.text_for_edit(paths.to_vec(), checked.clone()).await {
             Ok(s) => s,
-            Err(e) => return refuse(e.refusal()?),
+            Err(e) => return refuse(FileError::Editor(e.refusal()?)),
         };
         let (bufnr, format, modified) = (snapshot.bufnr, snapshot.format, snapshot.modified);
-        if let Some(why) = refused_by_buffer(abs, &format) {
+        if let Err(why) = refused_by_buffer(abs, &format) {
             return refuse(why);
         }
-        if let Some(why) = too_many_lines(abs, "the file", snapshot.line_count) {
-            return refuse(why);
+        if let Err(why) = too_many_lines(abs, "the file", snapshot.line_count) {
+            return refuse(why.into());
         }
         let new_text = match new_text(&snapshot) {
             Ok(text) => text,
@@ -221,16 +221,16 @@ impl FileAccess<'_> {
         };
         if new_text.len() as u64 > max {
             let size = new_text.len() as u64;
-            return refuse(Refused::TooBig { size, cap: max }.message(abs, Use::ReadOrEdit));
+            return refuse(Refused::TooBig { size, cap: max }.of(abs, Use::ReadOrEdit).into());
         }
         // Counted before anything is split: the lines' table grows with them.
-        if let Some(why) = too_many_lines(abs, "the new text", edit_gate::line_count(&new_text, format.line_end)) {
-            return refuse(why);
+        if let Err(why) = too_many_lines(abs, "the new text", edit_gate::line_count(&new_text, format.line_end)) {
+            return refuse(why.into());
         }
         let (new_lines, new_final_eol) = split_lines(&new_text, format.line_end);
         let hunks = match snapshot.hunks_to(&new_lines) {
             Ok(h) => h,
-            Err(why) => return refuse(format!("cannot edit {}: {why}", abs.display())),
+            Err(source) => return refuse(FileError::NotUtf8 { path: path(), source }),
         };
         // The final end-of-line changes only when the agent's text changes
         // it; otherwise :w treats it as it treats the user's own writes. An
@@ -248,15 +248,12 @@ impl FileAccess<'_> {
         if format.encoding == "latin1" {
             let bad: String = edit.all_lines().flat_map(str::chars).filter(|&c| c > '\u{ff}').take(8).collect();
             if !bad.is_empty() {
-                return refuse(format!(
-                    "{} is Latin-1 ('fileencoding') and has no byte for {bad:?}: nothing was changed (the file is never transcoded)",
-                    abs.display()
-                ));
+                return refuse(FileError::NotLatin1 { path: path(), bad });
             }
         }
         let plan = match write_plan(abs).await {
             Ok(plan) => plan,
-            Err(e) => return refuse(format!("cannot write beside {}: {e}", abs.display())),
+            Err(source) => return refuse(FileError::WriteBeside { path: path(), source }),
         };
         let write = WriteRequest { autocmds: self.write_autocmds, stamp };
         // The bytes :w will write, when this side can tell (formatters that
@@ -272,7 +269,7 @@ impl FileAccess<'_> {
         Ok(match self.apply_and_write(paths, &snapshot, edit, write, plan, bytes).await? {
             Ok(()) => Ok(Edited { changed, written: true }),
             Err(ApplyError::Changed) => Err(Attempt::Changed),
-            Err(ApplyError::Failed(e)) => Err(Attempt::Refused(format!("could not edit {}: {e}", abs.display()))),
+            Err(ApplyError::Failed(why)) => Err(Attempt::Refused(FileError::NotApplied { path: path(), why })),
         })
     }
 
@@ -341,53 +338,46 @@ impl FileAccess<'_> {
 /// Why one attempt at an edit did not go through.
 enum Attempt {
     Changed,
-    Refused(String),
+    Refused(FileError),
 }
 
 /// The file's text as `:edit` would read it, within `max` bytes
 /// (`checked_file::read`).
-async fn read_from_disk(abs: &Path, max: u64) -> Result<String, String> {
-    let bytes = checked_file::read(abs, max).await.map_err(|why| why.message(abs, Use::ReadOrEdit))?;
+async fn read_from_disk(abs: &Path, max: u64) -> Result<String, FileError> {
+    let bytes = checked_file::read(abs, max).await.map_err(|why| why.of(abs, Use::ReadOrEdit))?;
     match filetext::decode(&bytes, &filetext::read_options()) {
         Ok(disk) => Ok(disk.written_text(false)),
-        Err(why) => Err(format!("cannot read {} as text: {}", abs.display(), why.0)),
+        Err(source) => Err(FileError::NotText { path: abs.to_path_buf(), source }),
     }
 }
 
-/// Why the file may not be written, as `:w` would refuse it (it has no
-/// write permission bits, or this user may not write it).
-fn not_writable(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+/// Refuses a file that may not be written, as `:w` would refuse it (it
+/// has no write permission bits, or this user may not write it).
+fn writable(path: &Path, meta: &std::fs::Metadata) -> Result<(), FileError> {
     let no_write_bits = meta.permissions().mode() & 0o222 == 0;
     let denied = || {
         let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
         // SAFETY: a valid NUL-terminated path; access() only reads it.
         unsafe { libc::access(c.as_ptr(), libc::W_OK) != 0 }
     };
-    (no_write_bits || denied()).then(|| {
-        format!(
-            "{} is read-only (mode {:o}): the agent may not change it; make it writable (chmod u+w) to allow edits",
-            path.display(),
-            meta.permissions().mode() & 0o7777
-        )
-    })
+    if no_write_bits || denied() {
+        return Err(FileError::ReadOnly { path: path.to_path_buf(), mode: meta.permissions().mode() & 0o7777 });
+    }
+    Ok(())
 }
 
-/// Why the buffer may not take an agent's edit, as Neovim would refuse the
-/// user's `:w` (or would lose someone's text).
-fn refused_by_buffer(path: &Path, format: &BufferFormat) -> Option<String> {
-    let path = path.display();
+/// Refuses a buffer that may not take an agent's edit, as Neovim would
+/// refuse the user's `:w` (or would lose someone's text).
+fn refused_by_buffer(path: &Path, format: &BufferFormat) -> Result<(), FileError> {
+    let path = path.to_path_buf();
     if !format.is_file {
-        Some(format!("{path} is open in a buffer that is not a file ('buftype')"))
+        Err(FileError::NotAFileBuffer { path })
     } else if format.readonly {
-        Some(format!(
-            "{path} is read-only in Neovim ('readonly'): the agent may not change it; :setlocal noreadonly in its buffer to allow edits"
-        ))
+        Err(FileError::ReadOnlyBuffer { path })
     } else if format.conflict {
-        Some(format!(
-            "{path} changed on disk while its buffer has unsaved changes: settle that first (:Amp diff, :Amp take or :Amp keep)"
-        ))
+        Err(FileError::Conflict { path })
     } else {
-        None
+        Ok(())
     }
 }
 

@@ -274,7 +274,8 @@ impl<'a> Iterator for LinesOf<'a> {
 }
 
 /// Why a file could not be read as text here.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct Undecodable(pub String);
 
 /// Reads `bytes` as Neovim's `:edit` would with `options`.

@@ -27,10 +27,10 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::buffer::ApplyError;
-use super::edit_gate::{self, too_many_lines};
+use super::buffer::{ApplyError, NotUtf8};
+use super::edit_gate::{self, too_many_lines, TooManyLines};
 use super::edit_plan::EditPlan;
-use super::editor::{Editor, FileChange};
+use super::editor::{Editor, EditorError, FileChange};
 use super::file_ops::{retry_while_typing, Retry};
 use super::filetext::{DiskText, FileFormat};
 use super::log;
@@ -213,7 +213,7 @@ async fn check(editor: &dyn Editor, path: &Path, known: &mut HashMap<PathBuf, Op
     let disk = match super::filetext::decode(&bytes, &super::filetext::read_options()) {
         Ok(disk) => disk,
         Err(why) => {
-            log::info(format!("{} changed on disk but cannot be read here ({}); left alone", path.display(), why.0));
+            log::info(format!("{} changed on disk but cannot be read here ({why}); left alone", path.display()));
             return;
         }
     };
@@ -229,16 +229,33 @@ const MAX_RELOAD_BYTES: u64 = 256 * 1024 * 1024;
 /// How often a reload is recomputed when the user types meanwhile.
 const RELOAD_ATTEMPTS: usize = 3;
 
+/// Why a reload did not happen (logged).
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum NotReloaded {
+    /// The user typed during every attempt.
+    #[error("the buffer kept changing")]
+    KeptChanging,
+    #[error(transparent)]
+    Editor(#[from] EditorError),
+    /// The editor could not apply it (its words).
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    TooManyLines(#[from] TooManyLines),
+    #[error(transparent)]
+    NotUtf8(#[from] NotUtf8),
+}
+
 /// Puts the disk's text and format into the file's buffer, unless the
 /// buffer has unsaved changes and `take` is false.
-async fn reload(editor: &dyn Editor, path: &Path, disk: DiskText, take: bool) -> Result<(), String> {
+async fn reload(editor: &dyn Editor, path: &Path, disk: DiskText, take: bool) -> Result<(), NotReloaded> {
     let format = disk.format();
     let empty = disk.empty;
     // Shared by the attempts and by the slices that apply it: never copied.
     let text = Arc::new(disk.joined);
     let _work = edit_gate::work(2 * text.len() as u64).await;
     let attempt = || reload_once(editor, path, &text, empty, format, take);
-    retry_while_typing(RELOAD_ATTEMPTS, attempt).await.unwrap_or_else(|| Err("the buffer kept changing".into()))
+    retry_while_typing(RELOAD_ATTEMPTS, attempt).await.unwrap_or(Err(NotReloaded::KeptChanging))
 }
 
 async fn reload_once(
@@ -248,25 +265,24 @@ async fn reload_once(
     empty: bool,
     format: FileFormat,
     take: bool,
-) -> Retry<Result<(), String>> {
-    let done = |r: Result<(), String>| Retry::Done(r);
+) -> Retry<Result<(), NotReloaded>> {
+    let done = |r: Result<(), NotReloaded>| Retry::Done(r);
     let paths = [path.to_path_buf()];
     let snapshot = match editor.loaded_text(paths.to_vec()).await {
         Ok(Some(snapshot)) => snapshot,
         Ok(None) => return done(Ok(())), // the buffer went away
-        Err(e) => return done(Err(e.to_string())),
+        Err(e) => return done(Err(e.into())),
     };
-    let report =
-        |change| async move { editor.file_changed(path.to_path_buf(), change).await.map_err(|e| e.to_string()) };
+    let report = |change| async move { Ok(editor.file_changed(path.to_path_buf(), change).await?) };
     let new_lines: Vec<&str> = if empty { Vec::new() } else { text.split('\n').collect() };
     for (what, lines) in [("the buffer", snapshot.line_count), ("the file", new_lines.len())] {
-        if let Some(why) = too_many_lines(path, what, lines) {
-            return done(Err(why));
+        if let Err(why) = too_many_lines(path, what, lines) {
+            return done(Err(why.into()));
         }
     }
     let hunks = match snapshot.hunks_to(&new_lines) {
         Ok(hunks) => hunks,
-        Err(e) => return done(Err(e)),
+        Err(e) => return done(Err(e.into())),
     };
     let unchanged = hunks.is_empty();
     // Unsaved changes are kept, unless the disk now holds exactly them (an
@@ -285,16 +301,16 @@ async fn reload_once(
         match sliced_apply::apply(editor, &paths, &snapshot, plan).await {
             Ok(Ok(applied)) => applied,
             Ok(Err(ApplyError::Changed)) => return Retry::Changed,
-            Ok(Err(ApplyError::Failed(e))) => return done(Err(e)),
-            Err(e) => return done(Err(e.to_string())),
+            Ok(Err(ApplyError::Failed(e))) => return done(Err(NotReloaded::Failed(e))),
+            Err(e) => return done(Err(e.into())),
         }
     };
     // Typed into during the reload: the buffer holds that too, unsaved.
     match editor.mark_reloaded(snapshot.bufnr, applied.tick, format, applied.interrupted).await {
         Ok(Ok(())) => done(report(if unchanged { FileChange::Settled } else { FileChange::Reloaded }).await),
         Ok(Err(ApplyError::Changed)) => Retry::Changed,
-        Ok(Err(ApplyError::Failed(e))) => done(Err(e)),
-        Err(e) => done(Err(e.to_string())),
+        Ok(Err(ApplyError::Failed(e))) => done(Err(NotReloaded::Failed(e))),
+        Err(e) => done(Err(e.into())),
     }
 }
 
@@ -359,7 +375,7 @@ mod tests {
         reload(&editor, path, disk(b"b\n"), false).await.unwrap();
         assert_eq!(editor.buffer(path).unwrap().lines, ["b"]);
         editor.type_meanwhile(3);
-        assert_eq!(reload(&editor, path, disk(b"c\n"), false).await, Err("the buffer kept changing".into()));
+        assert_eq!(reload(&editor, path, disk(b"c\n"), false).await, Err(NotReloaded::KeptChanging));
         assert_eq!(editor.buffer(path).unwrap().lines, ["b"]);
     }
 }

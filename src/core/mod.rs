@@ -10,6 +10,7 @@ pub mod edit_plan;
 pub mod editor;
 #[cfg(test)]
 pub mod fake_editor;
+pub mod file_error;
 pub mod file_ops;
 pub mod filetext;
 pub mod filewatch;

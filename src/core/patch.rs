@@ -26,8 +26,23 @@ struct Hunk {
     new_without_final_eol: bool,
 }
 
-/// Applies `patch` to `text`: the new text, or why not (one line).
-pub fn apply(text: &str, patch: &str) -> Result<String, String> {
+/// Why a patch does not apply (each message one line, for the agent).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    /// `number` is 1-based; `after`: the line after which it was looked for.
+    #[error("hunk {number} ({header}) does not match the text: its {lines} context and removed line(s) are not found after line {after}; read the file again and make a new patch")]
+    NoMatch { number: usize, header: String, lines: usize, after: usize },
+    /// The line, cut to 80 bytes.
+    #[error("the patch has a line that is not part of a hunk: {0:?}")]
+    StrayLine(String),
+    #[error("the patch changes more than one file: propose one edit per file")]
+    SeveralFiles,
+    #[error("the patch has no hunk (no line starting with @@)")]
+    NoHunk,
+}
+
+/// Applies `patch` to `text`: the new text, or why not.
+pub fn apply(text: &str, patch: &str) -> Result<String, PatchError> {
     let hunks = parse(patch)?;
     let crlf = text.contains("\r\n") && text.matches("\r\n").count() == text.matches('\n').count();
     let eol = if crlf { "\r\n" } else { "\n" };
@@ -40,14 +55,11 @@ pub fn apply(text: &str, patch: &str) -> Result<String, String> {
     let mut without_final_eol = None;
     for (i, hunk) in hunks.iter().enumerate() {
         let hint = (hunk.old_start.saturating_sub(1) as isize + drift).max(0) as usize;
-        let found = find(&lines, at, &hunk.old, hint).ok_or_else(|| {
-            format!(
-                "hunk {} ({}) does not match the text: its {} context and removed line(s) are not found after line {}; read the file again and make a new patch",
-                i + 1,
-                hunk.header,
-                hunk.old.len(),
-                at
-            )
+        let found = find(&lines, at, &hunk.old, hint).ok_or_else(|| PatchError::NoMatch {
+            number: i + 1,
+            header: hunk.header.clone(),
+            lines: hunk.old.len(),
+            after: at,
         })?;
         drift = found as isize - hunk.old_start.saturating_sub(1) as isize;
         out.extend(lines[at..found].iter().map(|l| (*l).to_owned()));
@@ -102,7 +114,7 @@ fn find(lines: &[&str], from: usize, old: &[String], hint: usize) -> Option<usiz
     None
 }
 
-fn parse(patch: &str) -> Result<Vec<Hunk>, String> {
+fn parse(patch: &str) -> Result<Vec<Hunk>, PatchError> {
     let mut hunks: Vec<Hunk> = Vec::new();
     let mut files = 0;
     let mut current: Option<Hunk> = None;
@@ -156,7 +168,7 @@ fn parse(patch: &str) -> Result<Vec<Hunk>, String> {
                 hunk.new.push(String::new());
                 last_new = true;
             }
-            Some(_) => return Err(format!("the patch has a line that is not part of a hunk: {:?}", cut(line))),
+            Some(_) => return Err(PatchError::StrayLine(cut(line).to_owned())),
         }
     }
     hunks.extend(current);
@@ -171,10 +183,10 @@ fn parse(patch: &str) -> Result<Vec<Hunk>, String> {
         }
     }
     if files > 1 {
-        return Err("the patch changes more than one file: propose one edit per file".into());
+        return Err(PatchError::SeveralFiles);
     }
     if hunks.is_empty() {
-        return Err("the patch has no hunk (no line starting with @@)".into());
+        return Err(PatchError::NoHunk);
     }
     Ok(hunks)
 }
@@ -221,12 +233,19 @@ mod tests {
 
     #[test]
     fn a_hunk_that_does_not_match_is_refused_with_the_reason() {
-        let err = apply("a\nb\n", "@@ -1,1 +1,1 @@\n-zzz\n+y\n").unwrap_err();
-        assert!(err.contains("hunk 1 (@@ -1,1 +1,1 @@) does not match"), "{err}");
-        assert!(apply("a\n", "no hunk here\n").unwrap_err().contains("no hunk"));
+        let err = apply("a\nb\n", "@@ -1,1 +1,1 @@\n-zzz\n+y\n").unwrap_err().to_string();
+        assert!(err.starts_with("hunk 1 (@@ -1,1 +1,1 @@) does not match the text: its 1 context and removed line(s) are not found after line 0;"), "{err}");
+        assert_eq!(apply("a\n", "no hunk here\n").unwrap_err(), PatchError::NoHunk);
+        assert_eq!(
+            apply("a\n", "no hunk here\n").unwrap_err().to_string(),
+            "the patch has no hunk (no line starting with @@)"
+        );
         let two = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n--- a/y\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n";
-        assert!(apply("a\n", two).unwrap_err().contains("more than one file"));
-        assert!(apply("a\n", "@@ -1 +1 @@\n*a\n").unwrap_err().contains("not part of a hunk"));
+        assert_eq!(apply("a\n", two).unwrap_err(), PatchError::SeveralFiles);
+        assert_eq!(
+            apply("a\n", "@@ -1 +1 @@\n*a\n").unwrap_err().to_string(),
+            "the patch has a line that is not part of a hunk: \"*a\""
+        );
     }
 
     #[test]

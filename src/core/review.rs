@@ -6,6 +6,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::core::checked_file::{FileRefusal, Use};
+use crate::core::editor::EditorError;
+
 /// What the user decided about a proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -88,22 +91,35 @@ pub const MAX_REVIEW_BYTES: u64 = 16 * 1024 * 1024;
 /// proposals is refused (with a reason) instead of filling the editor.
 pub const MAX_OPEN_REVIEWS: usize = 32;
 
+/// Why a proposal is not shown for review (the agent is told as it is).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The proposed text is bigger than [`MAX_REVIEW_BYTES`].
+    #[error("cannot review {}: the proposed text is {size} bytes, more than a review shows ({MAX_REVIEW_BYTES})", path.display())]
+    TooBig { path: PathBuf, size: usize },
+    /// [`MAX_OPEN_REVIEWS`] wait already.
+    #[error("cannot review {}: {open} reviews wait for a decision already (at most {MAX_OPEN_REVIEWS})", path.display())]
+    TooMany { path: PathBuf, open: usize },
+    /// The file on disk (its left side) cannot be read for a review.
+    #[error(transparent)]
+    Unreadable(#[from] FileRefusal),
+}
+
+/// A review refused is the editor's refusal of the proposal.
+impl From<ReviewError> for EditorError {
+    fn from(e: ReviewError) -> Self {
+        EditorError::Refused(e.to_string())
+    }
+}
+
 /// Whether `proposal` may be shown while `open` reviews wait (one of the
-/// same owner and name is replaced, so it does not count): `Err(reason)`
-/// otherwise.
-pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), String> {
+/// same owner and name is replaced, so it does not count).
+pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), ReviewError> {
     if proposal.proposed.len() as u64 > MAX_REVIEW_BYTES {
-        return Err(format!(
-            "cannot review {}: the proposed text is {} bytes, more than a review shows ({MAX_REVIEW_BYTES})",
-            proposal.path.display(),
-            proposal.proposed.len()
-        ));
+        return Err(ReviewError::TooBig { path: proposal.path.clone(), size: proposal.proposed.len() });
     }
     if !replaces && open >= MAX_OPEN_REVIEWS {
-        return Err(format!(
-            "cannot review {}: {open} reviews wait for a decision already (at most {MAX_OPEN_REVIEWS})",
-            proposal.path.display()
-        ));
+        return Err(ReviewError::TooMany { path: proposal.path.clone(), open });
     }
     Ok(())
 }
@@ -111,7 +127,7 @@ pub fn admit(proposal: &Proposal, open: usize, replaces: bool) -> Result<(), Str
 /// The original text of a proposal whose `original` is `None`: the file on
 /// disk (lossy UTF-8: the view only shows it), empty when the file does not
 /// exist yet.
-pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
+pub async fn original_text(proposal: &Proposal) -> Result<String, ReviewError> {
     match &proposal.original {
         Some(text) => Ok(text.clone()),
         None => disk_text(&proposal.path).await,
@@ -122,11 +138,11 @@ pub async fn original_text(proposal: &Proposal) -> Result<String, String> {
 /// the file does not exist yet: at most [`MAX_REVIEW_BYTES`], and never a
 /// FIFO, device or procfs file (`/proc/self/pagemap` says 0 bytes and
 /// reads gigabytes).
-pub async fn disk_text(path: &std::path::Path) -> Result<String, String> {
+pub async fn disk_text(path: &std::path::Path) -> Result<String, ReviewError> {
     match crate::core::checked_file::read(path, MAX_REVIEW_BYTES).await {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(why) if why.is_not_found() => Ok(String::new()),
-        Err(why) => Err(why.message(path, crate::core::checked_file::Use::Review)),
+        Err(why) => Err(why.of(path, Use::Review).into()),
     }
 }
 
@@ -148,14 +164,19 @@ mod tests {
     #[test]
     fn proposals_over_the_size_or_past_the_count_are_refused_with_a_reason() {
         let p = proposal(PathBuf::from("/w/a.txt"), None);
-        assert_eq!(admit(&p, 0, false), Ok(()));
-        assert_eq!(admit(&p, MAX_OPEN_REVIEWS - 1, false), Ok(()));
+        assert!(admit(&p, 0, false).is_ok());
+        assert!(admit(&p, MAX_OPEN_REVIEWS - 1, false).is_ok());
         let full = admit(&p, MAX_OPEN_REVIEWS, false).unwrap_err();
-        assert!(full.contains("32 reviews wait") && full.contains("/w/a.txt"), "{full}");
+        assert!(matches!(full, ReviewError::TooMany { open: 32, .. }), "{full:?}");
+        assert_eq!(full.to_string(), "cannot review /w/a.txt: 32 reviews wait for a decision already (at most 32)");
         // Replacing a review of the same name adds none.
-        assert_eq!(admit(&p, MAX_OPEN_REVIEWS, true), Ok(()));
+        assert!(admit(&p, MAX_OPEN_REVIEWS, true).is_ok());
         let big = Proposal { proposed: "x".repeat(MAX_REVIEW_BYTES as usize + 1), ..p };
-        assert!(admit(&big, 0, false).unwrap_err().contains("more than a review shows"));
+        let too_big = admit(&big, 0, false).unwrap_err().to_string();
+        assert_eq!(
+            too_big,
+            "cannot review /w/a.txt: the proposed text is 16777217 bytes, more than a review shows (16777216)"
+        );
     }
 
     #[test]
@@ -175,6 +196,7 @@ mod tests {
         std::fs::write(&file, "on disk\n").unwrap();
         assert_eq!(original_text(&proposal(file, None)).await.unwrap(), "on disk\n");
         let err = original_text(&proposal(dir.0.clone(), None)).await.unwrap_err();
-        assert!(err.contains("not a regular file"), "{err}");
+        assert!(matches!(err, ReviewError::Unreadable(_)), "{err:?}");
+        assert!(err.to_string().ends_with("it is a directory, not a regular file"), "{err}");
     }
 }

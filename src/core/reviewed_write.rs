@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::editor::EditorError;
+use super::file_error::FileError;
 use super::file_ops::{Edited, FileAccess};
 use super::review::{Decision, Proposal, ReviewEnd};
 
 /// What became of a reviewed edit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
     /// The user accepted `text` (the proposal with their own changes) and
     /// it was written.
@@ -25,7 +26,7 @@ pub enum Outcome {
     TimedOut,
     /// Not offered, or accepted but not written, for this reason (a
     /// refusal of the editor, the file changed during the review, ...).
-    Refused(String),
+    Refused(FileError),
 }
 
 /// Offers `proposal` (whose `original` is the text it was made from, as
@@ -45,7 +46,7 @@ pub async fn review_and_write(
             let _ = editor.close_review(owner, name, ReviewEnd::TimedOut).await;
             return Ok(Outcome::TimedOut);
         }
-        Ok(Err(e)) => return Ok(Outcome::Refused(e.refusal()?)),
+        Ok(Err(e)) => return Ok(Outcome::Refused(FileError::Editor(e.refusal()?))),
         Ok(Ok(Decision::Rejected)) => return Ok(Outcome::Rejected),
         Ok(Ok(Decision::Accepted(text))) => text,
     };
@@ -55,7 +56,7 @@ pub async fn review_and_write(
         // at the decision (lua/amp/review/proposal.lua): that is no change.
         let now = snapshot.clone().file_text();
         if now != original && now != *final_text {
-            return Err(format!("{} changed during the review: nothing was written; read it again", path.display()));
+            return Err(FileError::ChangedDuringReview { path: path.clone() });
         }
         Ok(final_text.clone())
     };
@@ -101,10 +102,8 @@ mod tests {
         };
         editor.decide(vec![Decision::Rejected, Decision::Accepted("mine\n".into())]);
         let wait = Duration::from_secs(5);
-        assert_eq!(
-            review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap(),
-            Outcome::Rejected
-        );
+        let rejected = review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap();
+        assert!(matches!(rejected, Outcome::Rejected), "{rejected:?}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
         let written = review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap();
         assert!(matches!(written, Outcome::Written { ref text, .. } if text == "mine\n"), "{written:?}");
@@ -112,12 +111,17 @@ mod tests {
         // The file changed meanwhile: what was accepted is not written over it.
         editor.decide(vec![Decision::Accepted("late\n".into())]);
         let stale = review_and_write(&files, proposal(&file, "old\n", "x\n"), wait).await.unwrap();
-        assert!(matches!(stale, Outcome::Refused(ref why) if why.contains("changed during the review")), "{stale:?}");
+        let Outcome::Refused(why) = stale else { panic!("{stale:?}") };
+        assert!(matches!(why, FileError::ChangedDuringReview { ref path } if *path == file), "{why:?}");
+        assert_eq!(
+            why.to_string(),
+            format!("{} changed during the review: nothing was written; read it again", file.display())
+        );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine\n");
         // Nobody decides: the review is closed as timed out.
         editor.hold_reviews();
         let timed_out = review_and_write(&files, proposal(&file, "mine\n", "y\n"), Duration::from_millis(50)).await;
-        assert_eq!(timed_out.unwrap(), Outcome::TimedOut);
+        assert!(matches!(timed_out, Ok(Outcome::TimedOut)), "{timed_out:?}");
         assert!(editor.calls().iter().any(|c| matches!(c, Call::CloseReview(..))), "{:?}", editor.calls());
     }
 }

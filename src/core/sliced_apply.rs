@@ -13,9 +13,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::buffer::{ApplyError, BufferText};
+use super::buffer::{ApplyError, BufferText, NotUtf8};
 use super::edit::line_hunks;
-use super::edit_gate::too_many_lines;
+use super::edit_gate::{too_many_lines, TooManyLines};
 use super::edit_plan::EditPlan;
 use super::editor::{Editor, EditorError};
 use super::rebase::rebase_edit;
@@ -64,7 +64,7 @@ pub async fn apply(
                 };
                 let rebased = match rebase_plan(&base, &plan, next, &now) {
                     Ok(rebased) => rebased,
-                    Err(why) => return Ok(Err(ApplyError::Failed(why))),
+                    Err(why) => return Ok(Err(ApplyError::Failed(why.to_string()))),
                 };
                 (tick, next) = (now.changedtick, 0);
                 plan = Arc::new(rebased);
@@ -75,14 +75,21 @@ pub async fn apply(
     }
 }
 
+/// Why the rest of an edit cannot be carried over to the buffer the user
+/// changed meanwhile.
+#[derive(Debug, thiserror::Error)]
+enum NotRebased {
+    #[error("the buffer changed during the edit and now holds part of it: {0}")]
+    TooManyLines(#[from] TooManyLines),
+    #[error("the buffer changed during the edit: {0}")]
+    NotUtf8(#[from] NotUtf8),
+}
+
 /// The rest of `plan` (its ops from `next` on, over `base`) as a plan over
 /// the buffer `now`.
-fn rebase_plan(base: &BufferText, plan: &EditPlan, next: usize, now: &BufferText) -> Result<EditPlan, String> {
-    let partly = "the buffer changed during the edit";
-    if let Some(why) = too_many_lines(std::path::Path::new("the buffer"), "it", now.line_count) {
-        return Err(format!("{partly} and now holds part of it: {why}"));
-    }
-    let old = base.lines().map_err(|why| format!("{partly}: {why}"))?;
+fn rebase_plan(base: &BufferText, plan: &EditPlan, next: usize, now: &BufferText) -> Result<EditPlan, NotRebased> {
+    too_many_lines(std::path::Path::new("the buffer"), "it", now.line_count)?;
+    let old = base.lines()?;
     let (applied, remaining) = plan.ops().split_at(next);
     // The buffer as the applied ops left it: they ran bottom-up, so in
     // reverse they go top-down, each in the old text's coordinates.
@@ -106,7 +113,7 @@ fn rebase_plan(base: &BufferText, plan: &EditPlan, next: usize, now: &BufferText
             _ => ours.push((op.start..op.old_end, plan.lines(op).collect())),
         }
     }
-    let current = now.lines().map_err(|why| format!("{partly}: {why}"))?;
+    let current = now.lines()?;
     let theirs = line_hunks(&left, &current);
     let replacements = rebase_edit(&left, &ours, &theirs);
     Ok(EditPlan::from_replacements(now.bufnr, &replacements, plan.final_eol))

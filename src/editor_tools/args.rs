@@ -2,39 +2,41 @@
 
 use serde_json::{Map, Value};
 
+use super::error::ArgError;
+
 /// String argument `name`; `None` when absent or null.
-pub fn string<'a>(args: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, String> {
+pub fn string<'a>(args: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, ArgError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!("{name} must be a string, got {}", kind(other))),
+        Some(other) => Err(ArgError::NotAString { name: name.to_owned(), got: kind(other) }),
     }
 }
 
 /// String argument `name`, which must be given and not empty.
-pub fn required_string<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, String> {
+pub fn required_string<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ArgError> {
     match string(args, name)? {
         Some(s) if !s.is_empty() => Ok(s),
-        _ => Err(format!("{name} is required (a non-empty string)")),
+        _ => Err(ArgError::Required { name: name.to_owned() }),
     }
 }
 
 /// A 1-based line or column `name`; `None` when absent or null.
-pub fn position(args: &Map<String, Value>, name: &str) -> Result<Option<u32>, String> {
+pub fn position(args: &Map<String, Value>, name: &str) -> Result<Option<u32>, ArgError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
             Some(n) if (1..=u32::MAX as u64).contains(&n) => Ok(Some(n as u32)),
-            _ => Err(format!("{name} must be a positive integer (1-based), got {}", shown(v))),
+            _ => Err(ArgError::NotAPosition { name: name.to_owned(), got: shown(v) }),
         },
     }
 }
 
-pub fn boolean(args: &Map<String, Value>, name: &str) -> Result<Option<bool>, String> {
+pub fn boolean(args: &Map<String, Value>, name: &str) -> Result<Option<bool>, ArgError> {
     match args.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(format!("{name} must be true or false, got {}", kind(other))),
+        Some(other) => Err(ArgError::NotABoolean { name: name.to_owned(), got: kind(other) }),
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{args, editor_failed, paths, Answer, Context, Outcome};
+use super::{args, paths, Answer, Context, Outcome, ToolError};
 use crate::core::review::Proposal;
 use crate::core::reviewed_write::{review_and_write, Outcome as Reviewed};
 use crate::serve::budget::Held;
@@ -25,16 +25,16 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
     let description = args::string(args, "description")?.unwrap_or_default();
     let shown = paths::shown(&path);
     let files = cx.hub.files();
-    let original = files.read(&path).await.map_err(editor_failed)??;
+    let original = files.read(&path).await??;
     if tokio::fs::metadata(&path).await.is_ok_and(|m| m.permissions().readonly()) {
-        return Err(format!("{shown} is read-only: the user would have to make it writable first"));
+        return Err(ToolError::ReadOnly { shown });
     }
     let proposed = match (new_text, patch) {
         (Some(text), None) => same_line_breaks(&original, text),
         (None, Some(patch)) => crate::core::patch::apply(&original, patch)
-            .map_err(|e| format!("cannot apply the patch to {shown}: {e}"))?,
-        (Some(_), Some(_)) => return Err("give newText or patch, not both".into()),
-        (None, None) => return Err("give newText (the whole new text) or patch (a unified diff)".into()),
+            .map_err(|source| ToolError::Patch { shown: shown.clone(), source })?,
+        (Some(_), Some(_)) => return Err(ToolError::BothTextAndPatch),
+        (None, None) => return Err(ToolError::NoTextNorPatch),
     };
     if proposed == original {
         return Ok(Answer::Json(json!({
@@ -55,17 +55,14 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
         edits_kept: true,
     };
     let timeout = Duration::from_millis(cx.hub.options.review_timeout_ms);
-    match review_and_write(&files, proposal, timeout).await.map_err(editor_failed)? {
-        Reviewed::TimedOut => Err(format!(
-            "the user did not review the edit to {shown} within {} s (review.timeout_ms): nothing was changed",
-            timeout.as_secs()
-        )),
+    match review_and_write(&files, proposal, timeout).await? {
+        Reviewed::TimedOut => Err(ToolError::NotReviewed { shown, secs: timeout.as_secs() }),
         Reviewed::Rejected => Ok(Answer::Json(json!({
             "decision": "rejected",
             "path": path.to_string_lossy(),
             "message": "The user rejected the edit: the file is unchanged.",
         }))),
-        Reviewed::Refused(why) => Err(format!("the user accepted the edit, but it was not written: {why}")),
+        Reviewed::Refused(why) => Err(ToolError::NotWritten(why)),
         Reviewed::Written { text, edited } => {
             let changed_by_user = text != proposed;
             Ok(Answer::Json(json!({

@@ -5,16 +5,13 @@
 
 use serde_json::{Map, Value};
 
-use super::{args, editor_failed, paths, Answer, Context, Outcome};
+use super::{args, paths, Answer, Context, Outcome, ToolError};
 use crate::core::checked_file::{self, Use, Wanted};
 use crate::core::uri::LineSelection;
 
 pub async fn read_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
     let path = paths::resolve(args::required_string(args, "path")?, &cx.hub.workspace_folders()).await?;
-    match cx.hub.files().read(&path).await.map_err(editor_failed)? {
-        Ok(text) => Ok(Answer::Text(text)),
-        Err(why) => Err(why),
-    }
+    Ok(Answer::Text(cx.hub.files().read(&path).await??))
 }
 
 pub async fn open_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
@@ -26,7 +23,7 @@ pub async fn open_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
     let selection = match (line, end_line) {
         (Some(start_line), _) => Some(LineSelection { start_line, start_col: column, end_line, end_col }),
         (None, None) if column.is_none() && end_col.is_none() => None,
-        _ => return Err("line is required with column, endLine or endColumn".into()),
+        _ => return Err(ToolError::LineRequired),
     };
     // Checked here, off the main thread (`checked_file`, as Amp's openURI):
     // a FIFO would block Neovim until a writer comes, a device or a procfs
@@ -34,8 +31,8 @@ pub async fn open_file(args: &Map<String, Value>, cx: &Context<'_>) -> Outcome {
     let wanted = Wanted { directory_ok: true, read_through: true };
     let checked = checked_file::check(&path, cx.hub.options.max_file_bytes, wanted)
         .await
-        .map_err(|why| why.message(&path, Use::Open))?;
-    cx.hub.editor.open_file(checked, selection).await.map_err(editor_failed)?;
+        .map_err(|why| why.of(&path, Use::Open))?;
+    cx.hub.editor.open_file(checked, selection).await?;
     let at = match (line, end_line) {
         (Some(l), Some(e)) => format!(", lines {l} to {e} selected"),
         (Some(l), None) => format!(" at line {l}"),

@@ -14,6 +14,7 @@
 
 mod args;
 mod edit;
+pub mod error;
 mod files;
 pub mod paths;
 pub mod spec;
@@ -25,6 +26,7 @@ use crate::core::review::Owner;
 use crate::serve::budget::Held;
 use crate::serve::hub::Hub;
 
+pub use error::ToolError;
 pub use spec::{Tool, TOOLS};
 pub use state::{open_files, selection};
 
@@ -48,7 +50,7 @@ pub enum Answer {
 }
 
 /// A tool's answer, or why it refused (one line, for the model to read).
-pub type Outcome = Result<Answer, String>;
+pub type Outcome = Result<Answer, ToolError>;
 
 /// Runs tool `name` with `args`; `None`: there is no such tool. `held`
 /// (the request's place and bytes in flight) is released before a tool
@@ -66,19 +68,13 @@ pub async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>, held:
     })
 }
 
-/// An editor call that failed (the editor is closing, crashed, or refused)
-/// as a one-line refusal.
-fn editor_failed(e: crate::core::editor::EditorError) -> String {
-    e.to_string()
-}
-
 #[cfg(test)]
 mod tests;
 
 /// The text of the file at `path` (a path or a `file://` URI inside the
 /// workspace) as `read_file` answers it: for transports that offer files
 /// otherwise (MCP resources).
-pub async fn read_text(hub: &Hub, path: &str) -> Result<String, String> {
+pub async fn read_text(hub: &Hub, path: &str) -> Result<String, ToolError> {
     let path = paths::resolve(path, &hub.workspace_folders()).await?;
-    hub.files().read(&path).await.map_err(editor_failed)?
+    Ok(hub.files().read(&path).await??)
 }

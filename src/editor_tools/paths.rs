@@ -6,20 +6,22 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::error::PathError;
+
 /// A longer path is refused (Linux's `PATH_MAX`): no file has one.
 pub const MAX_PATH_BYTES: usize = 4096;
 
 /// The absolute, normalised path agents mean by `raw`, if it is inside the
 /// workspace (`folders`).
-pub async fn resolve(raw: &str, folders: &[String]) -> Result<PathBuf, String> {
+pub async fn resolve(raw: &str, folders: &[String]) -> Result<PathBuf, PathError> {
     if raw.len() > MAX_PATH_BYTES {
-        return Err(format!("the path is {} bytes, longer than any file's ({MAX_PATH_BYTES})", raw.len()));
+        return Err(PathError::TooLong { len: raw.len() });
     }
     if raw.contains('\0') {
-        return Err("the path contains a NUL byte".into());
+        return Err(PathError::Nul);
     }
     let path = if raw.starts_with("file://") {
-        crate::core::uri::file_uri_to_path(raw).map_err(|e| format!("{}: {e}", shown_str(raw)))?
+        crate::core::uri::file_uri_to_path(raw).map_err(|source| PathError::Uri { shown: shown_str(raw), source })?
     } else {
         PathBuf::from(raw)
     };
@@ -46,7 +48,7 @@ pub fn normalise(path: &Path) -> PathBuf {
 
 /// Refuses `path` unless the file it reaches (links followed; for a file
 /// not made yet, its nearest existing directory's) is under a folder.
-pub async fn inside_workspace(path: &Path, folders: &[String]) -> Result<(), String> {
+pub async fn inside_workspace(path: &Path, folders: &[String]) -> Result<(), PathError> {
     let real = real_path(path).await;
     for folder in folders {
         let folder = Path::new(folder);
@@ -55,12 +57,8 @@ pub async fn inside_workspace(path: &Path, folders: &[String]) -> Result<(), Str
             return Ok(());
         }
     }
-    let reached = if real != path { format!(" (it is {})", shown(&real)) } else { String::new() };
-    Err(format!(
-        "{}{reached} is outside the workspace ({}): only files under it can be used",
-        shown(path),
-        folders.join(", ")
-    ))
+    let reached = (real != path).then(|| shown(&real));
+    Err(PathError::Outside { shown: shown(path), reached, folders: folders.to_vec() })
 }
 
 /// The real path of `path`, or of its nearest existing ancestor with the

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
-use super::{args, editor_failed, paths, Answer, Context, Outcome};
+use super::{args, paths, Answer, Context, Outcome};
 use crate::core::selection::RawSelection;
 use crate::serve::hub::Hub;
 
@@ -69,7 +69,7 @@ pub fn open_files(buffers: Vec<crate::core::editor::OpenBuffer>, visible: &[Path
 }
 
 pub async fn get_open_files(cx: &Context<'_>) -> Outcome {
-    let buffers = cx.hub.editor.open_buffers().await.map_err(editor_failed)?;
+    let buffers = cx.hub.editor.open_buffers().await?;
     let visible = cx.hub.state.visible_files();
     Ok(Answer::Json(open_files(buffers, visible.as_ref().map_or(&[][..], |v| v.raw.as_slice()))))
 }
@@ -95,7 +95,7 @@ pub async fn get_diagnostics(args: &Map<String, Value>, cx: &Context<'_>) -> Out
         }
         _ => None,
     };
-    let found = cx.hub.editor.diagnostics(under).await.map_err(editor_failed)?;
+    let found = cx.hub.editor.diagnostics(under).await?;
     let mut files: Vec<(PathBuf, Vec<Value>)> = Vec::new();
     for d in found {
         let (start, end) = (d.utf16_start(), d.utf16_end());

@@ -13,7 +13,7 @@ pub struct Flavor {
     pub agent: Agent,
     /// Where its discovery files live, from the environment; `Err`: a
     /// one-line reason the front-end cannot start.
-    pub discovery_dir: fn() -> Result<PathBuf, String>,
+    pub discovery_dir: fn() -> Result<PathBuf, crate::serve::front_end::StartError>,
     /// This editor's discovery file name for its port.
     pub file_name: fn(port: u16) -> String,
     /// Where the stale sweep reads another editor's pid.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::flavor::Flavor;
 use crate::serve::discovery::PidIn;
-use crate::serve::front_end::Started;
+use crate::serve::front_end::{StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::registry::Agent;
 
@@ -22,7 +22,7 @@ pub const GEMINI: Flavor = Flavor {
 };
 
 /// Starts the Gemini CLI front-end. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
     super::server::start(hub, &GEMINI)
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::flavor::Flavor;
 use crate::serve::discovery::PidIn;
-use crate::serve::front_end::Started;
+use crate::serve::front_end::{StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::registry::Agent;
 
@@ -28,7 +28,7 @@ pub const QWEN: Flavor = Flavor {
 const LOCK_EXTENSION: &str = "lock";
 
 /// Starts the Qwen Code front-end. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
     super::server::start(hub, &QWEN)
 }
 
@@ -47,10 +47,10 @@ pub fn discovery_dir(qwen_home: Option<&OsStr>, home: Option<&Path>, cwd: &Path)
     Some(base.join("ide"))
 }
 
-fn discovery_dir_from_env() -> Result<PathBuf, String> {
+fn discovery_dir_from_env() -> Result<PathBuf, StartError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     discovery_dir(std::env::var_os("QWEN_HOME").as_deref(), dirs::home_dir().as_deref(), &cwd)
-        .ok_or_else(|| "qwen: cannot find the Qwen directory: set QWEN_HOME or HOME".to_owned())
+        .ok_or(StartError::NoDirectory("qwen: cannot find the Qwen directory: set QWEN_HOME or HOME"))
 }
 
 /// The port picks this editor's lockfile; the workspace is what Qwen checks

@@ -15,7 +15,7 @@ use crate::core::log;
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::mcp_http::sessions::Session;
@@ -88,7 +88,7 @@ impl mcp_http::Protocol for CompanionServer {
         method: &str,
         params: Value,
         _held: &mut Held,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, crate::mcp::RequestError> {
         let (target, agent) = (session.clone(), self.flavor.agent.id);
         let notify: tools::Notify = Arc::new(move |method, params| {
             if !target.send(crate::mcp::notification(method, &params)) {
@@ -117,7 +117,7 @@ impl mcp_http::Protocol for CompanionServer {
 
 /// Starts `flavor`'s front-end: its own loopback port and token, its
 /// discovery file. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>, flavor: &'static Flavor) -> Result<Started, String> {
+pub fn start(hub: &Arc<Hub>, flavor: &'static Flavor) -> Result<Started, StartError> {
     let dir = (flavor.discovery_dir)()?;
     let (listener, port) = listen_loopback(flavor.agent.id, PortChoice::default())?;
     let token = crate::serve::token::generate_token();

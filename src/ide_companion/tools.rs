@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Map, Value};
 
 use super::protocol;
-use crate::core::editor::{Editor, EditorError};
+use crate::core::editor::Editor;
 use crate::core::log;
 use crate::core::review::{Decision, Owner, Proposal, ReviewEnd};
-use crate::mcp;
+use crate::mcp::{self, RequestError};
 
 /// Sends one notification to the session that made the request.
 pub type Notify = Arc<dyn Fn(&'static str, Value) + Send + Sync>;
@@ -95,28 +95,20 @@ pub fn review_name(agent: &str, path: &Path) -> String {
     format!("[{agent}] {}", path.display())
 }
 
-/// Answers one request: `Ok(result)` or `Err((code, message))`.
-pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+/// Answers one request: its result, or why not (its code follows).
+pub async fn answer(method: &str, params: &Value, cx: &Context<'_>) -> Result<Value, RequestError> {
     if let Some(answer) = mcp::standard_answer(method, params, protocol::tools) {
         return answer;
     }
-    let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
+    let (name, args) = mcp::tool_call(params)?;
     call(&name, &args, cx).await
 }
 
-/// An editor call's answer, its failures (a refusal included) as MCP errors.
-fn answered<T>(r: Result<T, EditorError>) -> Result<T, (i64, String)> {
-    r.map_err(|e| (mcp::INTERNAL_ERROR, e.to_string()))
-}
-
-async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, (i64, String)> {
+async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result<Value, RequestError> {
     match name {
         "openDiff" => {
             let path = mcp::path_arg(args, "filePath", &cx.workspace_folders)?;
-            let proposed = match args.get("newContent") {
-                Some(Value::String(s)) => s.clone(),
-                _ => return Err((mcp::INVALID_PARAMS, "newContent must be a string".into())),
-            };
+            let proposed = mcp::text_arg(args, "newContent")?;
             let session = cx.owner.session;
             let generation = cx.diffs.open(session, &path);
             let proposal = Proposal {
@@ -157,11 +149,11 @@ async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>) -> Result
             if args.get("suppressNotification").and_then(Value::as_bool).unwrap_or(false) {
                 cx.diffs.suppress(cx.owner.session, &path);
             }
-            let text = answered(cx.editor.review_text(cx.owner, name.clone()).await)?;
-            answered(cx.editor.close_review(cx.owner, name, ReviewEnd::Agent).await)?;
+            let text = cx.editor.review_text(cx.owner, name.clone()).await?;
+            cx.editor.close_review(cx.owner, name, ReviewEnd::Agent).await?;
             Ok(mcp::text_content(&[&protocol::close_diff_text(text.as_deref())], false))
         }
-        other => Err((mcp::METHOD_NOT_FOUND, format!("unknown tool: {other}"))),
+        other => Err(RequestError::NoTool(other.to_owned())),
     }
 }
 
@@ -214,7 +206,7 @@ mod tests {
         // The editor was never asked to write anything.
         assert!(!fake.calls().iter().any(|c| matches!(c, Call::ApplySlice | Call::WriteApplied | Call::Replace)));
         let bad = json!({"name": "openDiff", "arguments": {"filePath": "/w/a.rs"}});
-        assert_eq!(answer("tools/call", &bad, &cx).await.unwrap_err().0, mcp::INVALID_PARAMS);
+        assert_eq!(answer("tools/call", &bad, &cx).await.unwrap_err().code(), mcp::INVALID_PARAMS);
     }
 
     #[tokio::test]
@@ -288,8 +280,8 @@ mod tests {
         let init = answer("initialize", &json!({"protocolVersion": "2025-06-18"}), &cx).await.unwrap();
         assert_eq!(init["protocolVersion"], "2025-06-18");
         assert_eq!(answer("tools/list", &Value::Null, &cx).await.unwrap()["tools"].as_array().unwrap().len(), 2);
-        assert_eq!(answer("nope", &Value::Null, &cx).await.unwrap_err().0, mcp::METHOD_NOT_FOUND);
+        assert_eq!(answer("nope", &Value::Null, &cx).await.unwrap_err().code(), mcp::METHOD_NOT_FOUND);
         let unknown = answer("tools/call", &json!({"name": "openFile"}), &cx).await.unwrap_err();
-        assert_eq!(unknown.0, mcp::METHOD_NOT_FOUND);
+        assert_eq!(unknown.code(), mcp::METHOD_NOT_FOUND);
     }
 }

@@ -10,7 +10,11 @@
 //! (handshake, frame size, in-flight budget) are the Amp server's, and the
 //! whole of what is needed here is a page of serde.
 
+mod error;
+
 use serde_json::{json, Map, Value};
+
+pub use error::RequestError;
 
 /// JSON-RPC error codes used here.
 pub const PARSE_ERROR: i64 = -32700;
@@ -18,6 +22,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP's "resource not found".
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// The protocol version we answer with when the client asks for one we do
 /// not know (MCP lets the server pick; Claude Code 2.1 asks `2025-11-25`).
@@ -106,6 +112,11 @@ pub fn error(id: &Value, code: i64, message: &str) -> String {
     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }).to_string()
 }
 
+/// The answer to a request that failed: its code and message.
+pub fn failed(id: &Value, e: &RequestError) -> String {
+    error(id, e.code(), &e.to_string())
+}
+
 pub fn notification(method: &str, params: &Value) -> String {
     json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string()
 }
@@ -123,12 +134,12 @@ pub fn initialize_result(params: &Value, name: &str, version: &str) -> Value {
 }
 
 /// A `tools/call` request's tool name and arguments (an object, empty when absent).
-pub fn tool_call(params: &Value) -> Result<(String, Map<String, Value>), String> {
-    let name = params.get("name").and_then(Value::as_str).ok_or("tools/call needs a tool name")?;
+pub fn tool_call(params: &Value) -> Result<(String, Map<String, Value>), RequestError> {
+    let name = params.get("name").and_then(Value::as_str).ok_or(RequestError::NoToolName)?;
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => map.clone(),
-        Some(_) => return Err("tools/call arguments must be an object".into()),
+        Some(_) => return Err(RequestError::ArgumentsNotAnObject),
     };
     Ok((name.to_owned(), arguments))
 }
@@ -141,7 +152,7 @@ pub fn standard_answer(
     method: &str,
     params: &Value,
     tools: impl FnOnce() -> Value,
-) -> Option<Result<Value, (i64, String)>> {
+) -> Option<Result<Value, RequestError>> {
     Some(match method {
         "initialize" => Ok(initialize_result(params, "amp.nvim", env!("CARGO_PKG_VERSION"))),
         "ping" => Ok(json!({})),
@@ -150,15 +161,23 @@ pub fn standard_answer(
         // Listing nothing is better than an error for clients that ask.
         "resources/list" => Ok(json!({ "resources": [] })),
         "prompts/list" => Ok(json!({ "prompts": [] })),
-        other => Err((METHOD_NOT_FOUND, format!("method not found: {other}"))),
+        other => Err(RequestError::NoMethod(other.to_owned())),
     })
 }
 
 /// A tool's string argument `name`, which must be non-empty.
-pub fn string_arg(args: &Map<String, Value>, name: &str) -> Result<String, (i64, String)> {
+pub fn string_arg(args: &Map<String, Value>, name: &str) -> Result<String, RequestError> {
     match args.get(name) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        _ => Err((INVALID_PARAMS, format!("{name} must be a non-empty string"))),
+        _ => Err(RequestError::NotANonEmptyString(name.to_owned())),
+    }
+}
+
+/// A tool's string argument `name`, which may be empty.
+pub fn text_arg(args: &Map<String, Value>, name: &'static str) -> Result<String, RequestError> {
+    match args.get(name) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(RequestError::NotAString(name)),
     }
 }
 
@@ -168,10 +187,11 @@ pub fn path_arg(
     args: &Map<String, Value>,
     name: &str,
     workspace_folders: &[String],
-) -> Result<std::path::PathBuf, (i64, String)> {
+) -> Result<std::path::PathBuf, RequestError> {
     let raw = string_arg(args, name)?;
     let path = if raw.starts_with("file://") {
-        crate::core::uri::file_uri_to_path(&raw).map_err(|e| (INVALID_PARAMS, format!("{name}: {e}")))?
+        crate::core::uri::file_uri_to_path(&raw)
+            .map_err(|source| RequestError::BadUri { name: name.to_owned(), source })?
     } else {
         std::path::PathBuf::from(&raw)
     };

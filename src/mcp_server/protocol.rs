@@ -103,7 +103,7 @@ pub fn tool_result(outcome: Outcome) -> Value {
     match outcome {
         Ok(Answer::Text(text)) => crate::mcp::text_content(&[&text], false),
         Ok(Answer::Json(value)) => crate::mcp::text_content(&[&value.to_string()], false),
-        Err(why) => crate::mcp::text_content(&[&why], true),
+        Err(why) => crate::mcp::text_content(&[&why.to_string()], true),
     }
 }
 
@@ -146,8 +146,8 @@ mod tests {
         let list = tools_list();
         assert!(list["tools"].as_array().unwrap().iter().any(|t| t["name"] == "propose_edit"));
         assert_eq!(
-            tool_result(Err("no".into())),
-            json!({"content": [{"type": "text", "text": "no"}], "isError": true})
+            tool_result(Err(crate::editor_tools::ToolError::BothTextAndPatch)),
+            json!({"content": [{"type": "text", "text": "give newText or patch, not both"}], "isError": true})
         );
         assert_eq!(tool_result(Ok(Answer::Json(json!({"a": 1}))))["content"][0]["text"], r#"{"a":1}"#);
     }

@@ -18,11 +18,11 @@ use crate::core::log;
 use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::core::sync::LockExt;
 use crate::editor_tools;
-use crate::mcp;
+use crate::mcp::{self, RequestError};
 use crate::serve::admission::{Policy, TokenIn};
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
-use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, Started};
+use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
 use crate::serve::mcp_http::sessions::Session;
@@ -114,13 +114,10 @@ impl McpServer {
         });
     }
 
-    fn subscribe(&self, session: &Session, params: &Value, on: bool) -> Result<Value, (i64, String)> {
+    fn subscribe(&self, session: &Session, params: &Value, on: bool) -> Result<Value, RequestError> {
         let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
         if !resources::subscribable(uri) {
-            return Err((
-                mcp::INVALID_PARAMS,
-                format!("only {} and {} can be subscribed to", resources::SELECTION, resources::OPEN_FILES),
-            ));
+            return Err(RequestError::NotSubscribable([resources::SELECTION, resources::OPEN_FILES]));
         }
         let mut clients = self.clients();
         let client = clients.entry(session.owner.session).or_default();
@@ -132,8 +129,8 @@ impl McpServer {
         Ok(json!({}))
     }
 
-    async fn call_tool(&self, session: &Arc<Session>, params: &Value, held: &mut Held) -> Result<Value, (i64, String)> {
-        let (name, args) = mcp::tool_call(params).map_err(|e| (mcp::INVALID_PARAMS, e))?;
+    async fn call_tool(&self, session: &Arc<Session>, params: &Value, held: &mut Held) -> Result<Value, RequestError> {
+        let (name, args) = mcp::tool_call(params)?;
         let client = self.clients().get(&session.owner.session).map(|c| c.name.clone()).unwrap_or_default();
         let cx = editor_tools::Context { hub: &self.hub, owner: session.owner, client: &client };
         let call = editor_tools::call(&name, &args, &cx, held);
@@ -144,7 +141,7 @@ impl McpServer {
         match outcome {
             Some(outcome) => Ok(protocol::tool_result(outcome)),
             // MCP: an unknown tool is an invalid parameter.
-            None => Err((mcp::INVALID_PARAMS, format!("unknown tool: {}", crate::core::text::cut(&name, 100)))),
+            None => Err(RequestError::UnlistedTool(crate::core::text::cut(&name, 100).to_owned())),
         }
     }
 }
@@ -192,7 +189,7 @@ impl mcp_http::Protocol for McpServer {
         method: &str,
         params: Value,
         held: &mut Held,
-    ) -> Result<Value, (i64, String)> {
+    ) -> Result<Value, RequestError> {
         match method {
             "initialize" => {
                 self.initialized(session, &params);
@@ -207,7 +204,7 @@ impl mcp_http::Protocol for McpServer {
             "resources/subscribe" => self.subscribe(session, &params, true),
             "resources/unsubscribe" => self.subscribe(session, &params, false),
             "prompts/list" => Ok(json!({ "prompts": [] })),
-            other => Err((mcp::METHOD_NOT_FOUND, format!("method not found: {}", crate::core::text::cut(other, 100)))),
+            other => Err(RequestError::NoMethod(crate::core::text::cut(other, 100).to_owned())),
         }
     }
 
@@ -277,9 +274,10 @@ impl Updates {
 
 /// Starts the MCP server: its own loopback port and token, its discovery
 /// file in `<data>/amp/mcp/`. Main thread, inside the runtime.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let dir = protocol::discovery_dir_from_env()
-        .ok_or("mcp: no directory for the discovery file (set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME)")?;
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
+    let dir = protocol::discovery_dir_from_env().ok_or(StartError::NoDirectory(
+        "mcp: no directory for the discovery file (set $HOME, $XDG_DATA_HOME or $AMP_DATA_HOME)",
+    ))?;
     let (listener, port) = listen_loopback(AGENT.id, PortChoice::default())?;
     let server = Arc::new(McpServer::new(hub.clone(), crate::serve::token::generate_token(), port, dir));
     mcp_http::spawn_accepting(server.clone(), listener);

@@ -45,7 +45,7 @@ pub fn loaded_text(paths: Vec<PathBuf>, whole: bool) -> Result<Option<Snapshot>,
 pub fn text_for_edit(paths: Vec<PathBuf>, file: &CheckedPath, whole: bool) -> Result<Snapshot, String> {
     if find_buffer(&paths, true).is_none() {
         // Neovim reads the file now: only the file checked off this thread.
-        file.still_same()?;
+        file.still_same().map_err(|e| e.to_string())?;
     }
     let names = lua_paths(&paths).map_err(|e| api_err("paths", e))?;
     let buf: i32 = lua::helper("load_buffer", names).map_err(|e| api_err("loading the file", e))?;

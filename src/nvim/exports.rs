@@ -40,7 +40,12 @@ fn amp_core(lua: &Lua) -> mlua::Result<Table> {
 fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("version", export(lua, "version", |()| Ok(env!("CARGO_PKG_VERSION")))?)?;
-    t.set("start", export(lua, "start", |Json(options)| session::start(ServerOptions::from_json(&options)?))?)?;
+    t.set(
+        "start",
+        export(lua, "start", |Json(options)| {
+            session::start(ServerOptions::from_json(&options).map_err(|e| e.to_string())?)
+        })?,
+    )?;
     t.set(
         "stop",
         export(lua, "stop", |()| {
@@ -90,14 +95,18 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "set_read_options",
         export(lua, "set_read_options", |Json(options)| {
-            filetext::set_read_options(crate::serve::options::read_options("read_options", &options)?);
+            let read = crate::serve::options::read_options("read_options", &options).map_err(|e| e.to_string())?;
+            filetext::set_read_options(read);
             Ok(())
         })?,
     )?;
     t.set("take_disk_version", export(lua, "take_disk_version", |name: String| session::take_disk_version(&name))?)?;
     // `:Amp tap pair`: the code the user typed, to the tap connection
     // waiting for it (lua/amp/tap.lua).
-    t.set("tap_pair", export(lua, "tap_pair", |code: String| crate::tap::pairing::submit(&code))?)?;
+    t.set(
+        "tap_pair",
+        export(lua, "tap_pair", |code: String| crate::tap::pairing::submit(&code).map_err(|e| e.to_string()))?,
+    )?;
     // OpenCtx (see lua/amp/openctx.lua).
     t.set(
         "openctx_configure",

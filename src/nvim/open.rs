@@ -13,7 +13,7 @@ pub fn open_path(checked: CheckedPath, selection: Option<LineSelection>) -> Resu
     if super::find_buffer(&[path.to_path_buf()], true).is_none() {
         // `:edit` reads it now: only what was checked off this thread, and
         // only if it is still that (one stat).
-        checked.still_same()?;
+        checked.still_same().map_err(|e| e.to_string())?;
     }
     let name = lua_path(path).map_err(|e| api_err("path", e))?;
     let (sl, sc, el, ec) = match selection {

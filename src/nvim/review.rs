@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 
 use crate::core::editor::EditorError;
 use crate::core::rebase::rebase;
-use crate::core::review::{admit, disk_text, original_text, Decision, Owner, Proposal, ReviewEnd};
+use crate::core::review::{admit, disk_text, original_text, Decision, Owner, Proposal, ReviewEnd, ReviewError};
 use crate::core::sync::LockExt;
 use crate::nvim::bridge::on_main;
 use crate::nvim::lua as nvim;
@@ -121,14 +121,14 @@ async fn unsaved_text(path: &Path) -> Result<Option<(String, u32)>, EditorError>
 /// of the same owner and name replaces the first, which is answered as
 /// rejected (never left hanging).
 pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
-    let original = original_text(&proposal).await.map_err(EditorError::Refused)?;
+    let original = original_text(&proposal).await?;
     // Shown against the text the user has, unsaved changes included, and
     // carried over them (core::rebase): accepting never takes them out.
     let (left, right, conflicts, tick) = match unsaved_text(&proposal.path).await? {
         Some((ours, tick)) => {
             let disk = match &proposal.original {
                 None => original.clone(),
-                Some(_) => disk_text(&proposal.path).await.map_err(EditorError::Refused)?,
+                Some(_) => disk_text(&proposal.path).await?,
             };
             if ours == disk {
                 (original, proposal.proposed.clone(), 0, None)
@@ -149,9 +149,8 @@ pub async fn propose(proposal: Proposal) -> Result<Decision, EditorError> {
     // together pass the limit.
     let replaced = with_pending(|p| {
         admit(&proposal, p.len(), p.contains_key(&key))?;
-        Ok(p.insert(key.clone(), Waiting { id, decided: tx, texts }))
-    })
-    .map_err(EditorError::Refused)?;
+        Ok::<_, ReviewError>(p.insert(key.clone(), Waiting { id, decided: tx, texts }))
+    })?;
     if let Some(old) = replaced {
         let _ = old.decided.send(Decision::Rejected);
     }

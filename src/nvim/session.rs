@@ -18,13 +18,13 @@ use tokio::runtime::Handle;
 use crate::core::log;
 use crate::nvim::bridge;
 use crate::nvim::events;
-use crate::serve::front_end::{FrontEnd, Started};
+use crate::serve::front_end::{FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::options::ServerOptions;
 
 /// Every agent the plugin serves, in the order `status()` lists them: its
 /// id (the key in `setup({ agents = ... })`) and how it starts.
-type Start = fn(&Arc<Hub>) -> Result<Started, String>;
+type Start = fn(&Arc<Hub>) -> Result<Started, StartError>;
 const FRONT_ENDS: &[(&str, Start)] = &[
     ("amp", crate::amp::server::start),
     ("claude", crate::claude::server::start),
@@ -99,7 +99,7 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
                 // What started so far stops with the session's tasks.
                 hub.tasks.stop(&runtime, Duration::ZERO);
                 bridge::close();
-                return Err(remember(e));
+                return Err(remember(e.to_string()));
             }
         }
     }

@@ -73,6 +73,20 @@ pub fn base_status(port: Option<u16>, discovery_file: &Path, clients: usize) -> 
     })
 }
 
+/// Why a front-end did not start (the session stops and says so).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The directory of its discovery file is unknown: the sentence says
+    /// which one and the variables that set it.
+    #[error("{0}")]
+    NoDirectory(&'static str),
+    #[error(transparent)]
+    Listen(#[from] super::listener::ListenError),
+    /// An option of the front-end's own that it cannot work with.
+    #[error(transparent)]
+    Option(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// A front-end that started: itself, and the first write of its discovery
 /// file (the session tells `User AmpServerStarted` once every one is on disk).
 pub struct Started {

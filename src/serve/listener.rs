@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdTcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -238,10 +238,19 @@ pub fn bind_loopback(choice: PortChoice) -> io::Result<StdTcpListener> {
     Err(last.unwrap_or_else(|| io::Error::other("no port to try")))
 }
 
+/// Why a front-end has no listener (`agent`: its id).
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("{agent}: cannot listen on 127.0.0.1: {source}")]
+    Loopback { agent: &'static str, source: io::Error },
+    #[error("{agent}: cannot listen on {}: {source}", path.display())]
+    Unix { agent: &'static str, path: PathBuf, source: io::Error },
+}
+
 /// [`bind_loopback`] as a tokio listener for `agent`'s front-end, and its
 /// port (errors name the agent). Inside the runtime, on the main thread.
-pub fn listen_loopback(agent: &str, choice: PortChoice) -> Result<(TcpListener, u16), String> {
-    let cannot = |e: io::Error| format!("{agent}: cannot listen on 127.0.0.1: {e}");
+pub fn listen_loopback(agent: &'static str, choice: PortChoice) -> Result<(TcpListener, u16), ListenError> {
+    let cannot = |source| ListenError::Loopback { agent, source };
     let listener = bind_loopback(choice).map_err(cannot)?;
     let port = listener.local_addr().map_err(cannot)?.port();
     Ok((TcpListener::from_std(listener).map_err(cannot)?, port))
@@ -273,8 +282,8 @@ pub fn bind_unix(dir: &Path, path: &Path) -> io::Result<std::os::unix::net::Unix
 
 /// [`bind_unix`] as a tokio listener for `agent`'s front-end (errors name
 /// the agent and the socket). Inside the runtime, on the main thread.
-pub fn listen_unix(agent: &str, dir: &Path, path: &Path) -> Result<UnixListener, String> {
-    let cannot = |e: io::Error| format!("{agent}: cannot listen on {}: {e}", path.display());
+pub fn listen_unix(agent: &'static str, dir: &Path, path: &Path) -> Result<UnixListener, ListenError> {
+    let cannot = |source| ListenError::Unix { agent, path: path.to_path_buf(), source };
     UnixListener::from_std(bind_unix(dir, path).map_err(cannot)?).map_err(cannot)
 }
 

@@ -120,16 +120,46 @@ impl Default for ServerOptions {
     }
 }
 
+/// An option the Lua side let through that this side refuses (its checks
+/// are the schema's, `lua/amp/config`; these guard the boundary). `got`:
+/// the value given, shown as JSON.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptionsError {
+    #[error("start: options must be a table")]
+    NotATable,
+    #[error("start: port_range must be {{ min, max }}")]
+    PortRangeNotAPair,
+    #[error("start: port_range must be {{ min, max }} with min <= max, got {{ {lo}, {hi} }}")]
+    PortRangeReversed { lo: u16, hi: u16 },
+    #[error("start: workspace_folders must name at least one directory")]
+    NoWorkspaceFolder,
+    /// A field of a table option (`name` of `key`) that must be there.
+    #[error("start: {key}.{name} is missing")]
+    Missing { key: String, name: &'static str },
+    #[error("start: {key} must be a string, got {got}")]
+    NotAString { key: String, got: Value },
+    #[error("start: {key} must be a list of strings, got {got}")]
+    NotStrings { key: String, got: Value },
+    #[error("start: {key} must be an integer from {min} to {max}, got {got}")]
+    NotInRange { key: String, min: u64, max: u64, got: Value },
+    #[error("start: {key} must be a boolean, got {got}")]
+    NotABoolean { key: String, got: Value },
+    #[error("start: {key} must be \"all\", \"post\" or \"none\", got {got}")]
+    NotAWriteAutocmds { key: String, got: Value },
+    #[error("start: agents must be a table like {{ amp = true, claude = true, gemini = true }}, got {got}")]
+    AgentsNotATable { got: Value },
+}
+
 impl ServerOptions {
     /// Reads the options table; absent fields keep their defaults.
-    pub fn from_json(value: &Value) -> Result<Self, String> {
+    pub fn from_json(value: &Value) -> Result<Self, OptionsError> {
         let mut o = Self::default();
         let map = match value {
             Value::Object(map) => map.clone(),
             Value::Null => Default::default(),
             // An empty Lua table may arrive as an empty list.
             Value::Array(a) if a.is_empty() => Default::default(),
-            _ => return Err("start: options must be a table".into()),
+            _ => return Err(OptionsError::NotATable),
         };
         for (key, v) in &map {
             match key.as_str() {
@@ -144,13 +174,11 @@ impl ServerOptions {
                             let lo = int("port_range[1]", &a[0], 1, 65535)? as u16;
                             let hi = int("port_range[2]", &a[1], 1, 65535)? as u16;
                             if lo > hi {
-                                return Err(format!(
-                                    "start: port_range must be {{ min, max }} with min <= max, got {{ {lo}, {hi} }}"
-                                ));
+                                return Err(OptionsError::PortRangeReversed { lo, hi });
                             }
                             Some((lo, hi))
                         }
-                        _ => return Err("start: port_range must be { min, max }".into()),
+                        _ => return Err(OptionsError::PortRangeNotAPair),
                     }
                 }
                 "max_frame_bytes" => o.max_frame_bytes = int(key, v, 1024, u32::MAX as u64)? as usize,
@@ -163,9 +191,7 @@ impl ServerOptions {
                 "log_max_bytes" => o.log_max_bytes = int(key, v, 4096, u64::MAX >> 1)?,
                 "selection_interval_ms" => o.selection_interval_ms = int(key, v, 0, 10_000)?,
                 "allowed_origins" => o.allowed_origins = strings(key, v)?,
-                "watch_files" => {
-                    o.watch_files = v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
-                }
+                "watch_files" => o.watch_files = boolean(key, v)?,
                 "watch_debounce_ms" => o.watch_debounce_ms = int(key, v, 0, 10_000)?,
                 "plugin_version" => o.plugin_version = string(key, v)?,
                 "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
@@ -175,58 +201,56 @@ impl ServerOptions {
                     o.write_autocmds = v
                         .as_str()
                         .and_then(WriteAutocmds::parse)
-                        .ok_or_else(|| format!("start: {key} must be \"all\", \"post\" or \"none\", got {v}"))?
+                        .ok_or_else(|| OptionsError::NotAWriteAutocmds { key: key.clone(), got: v.clone() })?
                 }
                 "max_file_bytes" => o.max_file_bytes = int(key, v, 1, 1 << 40)?,
                 "read_options" => o.read_options = read_options(key, v)?,
                 "agents" => o.agents = agents(v)?,
-                "review_edit_file" => {
-                    o.review_edit_file =
-                        v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
-                }
+                "review_edit_file" => o.review_edit_file = boolean(key, v)?,
                 "review_timeout_ms" => o.review_timeout_ms = int(key, v, 1000, 86_400_000)?,
                 "tap_url" => o.tap_url = string(key, v)?,
-                "codex_ide_context" => {
-                    o.codex_ide_context =
-                        v.as_bool().ok_or_else(|| format!("start: {key} must be a boolean, got {v}"))?
-                }
+                "codex_ide_context" => o.codex_ide_context = boolean(key, v)?,
                 "nvim_program" => o.nvim_program = Some(string(key, v)?),
                 // Options of later features pass through untouched.
                 _ => {}
             }
         }
         if o.workspace_folders.is_empty() {
-            return Err("start: workspace_folders must name at least one directory".into());
+            return Err(OptionsError::NoWorkspaceFolder);
         }
         Ok(o)
     }
 }
 
 /// `{ fileformats = "unix,dos", fileencodings = "ucs-bom,..." }`
-pub fn read_options(key: &str, v: &Value) -> Result<crate::core::filetext::ReadOptions, String> {
-    let field = |name: &str| v.get(name).ok_or_else(|| format!("start: {key}.{name} is missing"));
+pub fn read_options(key: &str, v: &Value) -> Result<crate::core::filetext::ReadOptions, OptionsError> {
+    let field = |name: &'static str| v.get(name).ok_or_else(|| OptionsError::Missing { key: key.to_owned(), name });
     let ffs = string(&format!("{key}.fileformats"), field("fileformats")?)?;
     let fencs = string(&format!("{key}.fileencodings"), field("fileencodings")?)?;
     Ok(crate::core::filetext::ReadOptions::from_option_values(&ffs, &fencs))
 }
 
-fn string(key: &str, v: &Value) -> Result<String, String> {
-    v.as_str().map(str::to_owned).ok_or_else(|| format!("start: {key} must be a string, got {v}"))
+fn string(key: &str, v: &Value) -> Result<String, OptionsError> {
+    v.as_str().map(str::to_owned).ok_or_else(|| OptionsError::NotAString { key: key.to_owned(), got: v.clone() })
 }
 
-fn strings(key: &str, v: &Value) -> Result<Vec<String>, String> {
+fn strings(key: &str, v: &Value) -> Result<Vec<String>, OptionsError> {
     match v {
         Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
         Value::Object(m) if m.is_empty() => Ok(Vec::new()),
-        _ => Err(format!("start: {key} must be a list of strings, got {v}")),
+        _ => Err(OptionsError::NotStrings { key: key.to_owned(), got: v.clone() }),
     }
 }
 
-fn int(key: &str, v: &Value, min: u64, max: u64) -> Result<u64, String> {
+fn int(key: &str, v: &Value, min: u64, max: u64) -> Result<u64, OptionsError> {
     match v.as_u64() {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("start: {key} must be an integer from {min} to {max}, got {v}")),
+        _ => Err(OptionsError::NotInRange { key: key.to_owned(), min, max, got: v.clone() }),
     }
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool, OptionsError> {
+    v.as_bool().ok_or_else(|| OptionsError::NotABoolean { key: key.to_owned(), got: v.clone() })
 }
 
 #[cfg(test)]
@@ -244,16 +268,22 @@ mod tests {
         assert_eq!(o.handshake_timeout_ms, 2000);
         assert_eq!(o.max_inflight_bytes, 256 * 1024 * 1024);
         let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "max_inflight_bytes": 10})).unwrap_err();
-        assert!(e.contains("max_inflight_bytes must be an integer from 1048576"), "{e}");
+        assert_eq!(e.to_string(), "start: max_inflight_bytes must be an integer from 1048576 to 4294967295, got 10");
     }
 
     #[test]
     fn errors_name_the_option() {
         let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "max_clients": 0})).unwrap_err();
-        assert!(e.contains("max_clients must be an integer from 1"), "{e}");
+        assert_eq!(e.to_string(), "start: max_clients must be an integer from 1 to 10000, got 0");
         let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "port_range": [9, 3]})).unwrap_err();
-        assert!(e.contains("min <= max"), "{e}");
-        assert!(ServerOptions::from_json(&json!({})).unwrap_err().contains("workspace_folders"));
+        assert_eq!(e, OptionsError::PortRangeReversed { lo: 9, hi: 3 });
+        assert_eq!(e.to_string(), "start: port_range must be { min, max } with min <= max, got { 9, 3 }");
+        let e = ServerOptions::from_json(&json!({})).unwrap_err();
+        assert_eq!(e.to_string(), "start: workspace_folders must name at least one directory");
+        let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "write_autocmds": "pre"})).unwrap_err();
+        assert_eq!(e.to_string(), r#"start: write_autocmds must be "all", "post" or "none", got "pre""#);
+        let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "watch_files": 1})).unwrap_err();
+        assert_eq!(e.to_string(), "start: watch_files must be a boolean, got 1");
     }
 
     #[test]
@@ -263,19 +293,15 @@ mod tests {
     }
 }
 
-fn agents(v: &Value) -> Result<Agents, String> {
+fn agents(v: &Value) -> Result<Agents, OptionsError> {
     let mut out = Agents::default();
     let map = match v {
         Value::Object(map) => map,
         Value::Array(a) if a.is_empty() => return Ok(out),
-        _ => {
-            return Err(format!(
-                "start: agents must be a table like {{ amp = true, claude = true, gemini = true }}, got {v}"
-            ))
-        }
+        _ => return Err(OptionsError::AgentsNotATable { got: v.clone() }),
     };
     for (name, on) in map {
-        let on = on.as_bool().ok_or_else(|| format!("start: agents.{name} must be a boolean, got {on}"))?;
+        let on = boolean(&format!("agents.{name}"), on)?;
         out.set(name, on);
     }
     Ok(out)
@@ -298,8 +324,19 @@ mod agents_tests {
         let gemini = json!({ "workspace_folders": ["/w"], "agents": { "amp": false, "gemini": true } });
         assert_eq!(on(&ServerOptions::from_json(&gemini).unwrap()), ["gemini"]);
         let bad = json!({ "workspace_folders": ["/w"], "agents": { "gemini": 1 } });
-        assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.gemini"));
+        assert_eq!(
+            ServerOptions::from_json(&bad).unwrap_err().to_string(),
+            "start: agents.gemini must be a boolean, got 1"
+        );
         let bad = json!({ "workspace_folders": ["/w"], "agents": { "claude": "yes" } });
-        assert!(ServerOptions::from_json(&bad).unwrap_err().contains("agents.claude"));
+        assert_eq!(
+            ServerOptions::from_json(&bad).unwrap_err().to_string(),
+            r#"start: agents.claude must be a boolean, got "yes""#
+        );
+        let bad = json!({ "workspace_folders": ["/w"], "agents": "all" });
+        assert_eq!(
+            ServerOptions::from_json(&bad).unwrap_err().to_string(),
+            r#"start: agents must be a table like { amp = true, claude = true, gemini = true }, got "all""#
+        );
     }
 }

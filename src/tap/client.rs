@@ -30,7 +30,7 @@ use crate::core::log;
 use crate::core::review::{Owner, ReviewEnd};
 use crate::editor_tools;
 use crate::serve::budget::{Held, Share};
-use crate::serve::front_end::{Announce, FrontEnd, Started};
+use crate::serve::front_end::{Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::registry::{Agent, Connection};
 use crate::serve::write_deadline::WRITE_TIMEOUT;
@@ -199,7 +199,7 @@ impl TapClient {
                 },
                 Some(code) = codes.recv() => match machine.code(&code) {
                     Ok(actions) => pending = actions,
-                    Err(e) => self.tell(true, &e),
+                    Err(e) => self.tell(true, &e.to_string()),
                 },
                 Some((id, text)) = results.recv() => {
                     conn.calls.remove(&id);
@@ -358,8 +358,8 @@ fn one_line(s: &str) -> String {
 
 /// Starts the tap client (main thread, inside the runtime): nothing is
 /// bound or written; the loop connects in the background.
-pub fn start(hub: &Arc<Hub>) -> Result<Started, String> {
-    let url = protocol::check_url(&hub.options.tap_url)?;
+pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
+    let url = protocol::check_url(&hub.options.tap_url).map_err(|e| StartError::Option(e.into()))?;
     let (pairing, codes) = Pairing::new();
     pairing::install(pairing.clone());
     let client = Arc::new(TapClient {

@@ -34,6 +34,14 @@ pub enum Phase {
     },
 }
 
+/// A pairing code typed while no pairing waits for one (`state`: the
+/// connection's, as `:Amp tap` shows it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no pairing is waiting for a code ({state})")]
+pub struct NotPairing {
+    pub state: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     Send(Value),
@@ -174,9 +182,9 @@ impl Machine {
     }
 
     /// The code the user typed (six digits, checked by `pairing`).
-    pub fn code(&mut self, code: &str) -> Result<Vec<Action>, String> {
+    pub fn code(&mut self, code: &str) -> Result<Vec<Action>, NotPairing> {
         if self.phase != Phase::AwaitPairing {
-            return Err(format!("no pairing is waiting for a code ({})", self.describe()));
+            return Err(NotPairing { state: self.describe() });
         }
         self.phase = Phase::AwaitSessions;
         Ok(vec![Action::Send(protocol::auth_confirm(code))])

@@ -38,25 +38,37 @@ pub fn clear() {
     *current() = None;
 }
 
+/// Why `:Amp tap pair` did not pass the code on (the user is told).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PairingError {
+    #[error("a pairing code is the 6 digits the Copilot session shows")]
+    NotSixDigits,
+    #[error("the tap gateway is not enabled (agents.tap) or the server is not running")]
+    NotRunning,
+    #[error("no pairing is waiting for a code (see :Amp tap)")]
+    NotWaiting,
+    #[error("the tap client stopped")]
+    Stopped,
+}
+
 /// A pairing code as the user typed it: six digits (spaces around them allowed).
-pub fn check_code(typed: &str) -> Result<String, String> {
+pub fn check_code(typed: &str) -> Result<String, PairingError> {
     let code = typed.trim();
     if code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()) {
         Ok(code.to_owned())
     } else {
-        Err("a pairing code is the 6 digits the Copilot session shows".into())
+        Err(PairingError::NotSixDigits)
     }
 }
 
 /// `:Amp tap pair`: the code to the connection waiting for it.
-pub fn submit(typed: &str) -> Result<(), String> {
+pub fn submit(typed: &str) -> Result<(), PairingError> {
     let code = check_code(typed)?;
-    let pairing =
-        current().clone().ok_or("the tap gateway is not enabled (agents.tap) or the server is not running")?;
+    let pairing = current().clone().ok_or(PairingError::NotRunning)?;
     if !pairing.waiting.swap(false, Ordering::SeqCst) {
-        return Err("no pairing is waiting for a code (see :Amp tap)".into());
+        return Err(PairingError::NotWaiting);
     }
-    pairing.codes.send(code).map_err(|_| "the tap client stopped".to_owned())
+    pairing.codes.send(code).map_err(|_| PairingError::Stopped)
 }
 
 #[cfg(test)]
@@ -67,11 +79,12 @@ mod tests {
     fn codes_are_six_digits_and_go_only_to_a_waiting_connection() {
         assert_eq!(check_code(" 012345\n"), Ok("012345".into()));
         for bad in ["12345", "1234567", "12345a", "", "١٢٣٤٥٦"] {
-            assert!(check_code(bad).is_err(), "{bad}");
+            assert_eq!(check_code(bad), Err(PairingError::NotSixDigits), "{bad}");
         }
         let (pairing, mut rx) = Pairing::new();
         install(pairing.clone());
-        assert!(submit("123456").unwrap_err().starts_with("no pairing is waiting"));
+        assert_eq!(submit("123456"), Err(PairingError::NotWaiting));
+        assert_eq!(PairingError::NotWaiting.to_string(), "no pairing is waiting for a code (see :Amp tap)");
         pairing.waiting.store(true, Ordering::SeqCst);
         assert!(submit("12").is_err());
         assert!(pairing.waiting.load(Ordering::SeqCst), "a bad code keeps the wait");
@@ -79,6 +92,6 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap(), "123456");
         assert!(submit("123456").is_err(), "one code per pairing");
         clear();
-        assert!(submit("123456").unwrap_err().contains("not enabled"));
+        assert_eq!(submit("123456"), Err(PairingError::NotRunning));
     }
 }

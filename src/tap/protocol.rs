@@ -226,7 +226,7 @@ pub fn tool_result(id: &str, outcome: Option<crate::editor_tools::Outcome>, tool
         Some(Ok(Answer::Json(v))) => json!({ "type": "tool.result", "id": id, "data": v }),
         // A refusal (a path outside the workspace, a patch that does not
         // apply): the model reads the line and may try otherwise.
-        Some(Err(why)) => json!({ "type": "tool.result", "id": id, "error": why, "retryable": false }),
+        Some(Err(why)) => json!({ "type": "tool.result", "id": id, "error": why.to_string(), "retryable": false }),
     };
     let text = message.to_string();
     if text.len() <= MAX_RESULT_BYTES {
@@ -267,20 +267,31 @@ pub fn pick_session<'a>(
         .or_else(|| best(&|cwd| workspace.iter().any(|w| within(cwd, w))))
 }
 
+/// Why `tap.url` is refused (each holds the URL as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("tap.url must start with ws://, got {0:?}")]
+    NotWebSocket(String),
+    #[error("tap.url has a bad port: {0:?}")]
+    BadPort(String),
+    #[error("tap.url must be on this machine (localhost, 127.0.0.1 or [::1]), got {0:?}")]
+    NotLocal(String),
+}
+
 /// The gateway's address, checked: `ws://` to this machine only (the
 /// interface is local; the token and the editor's text never leave it).
-pub fn check_url(url: &str) -> Result<String, String> {
-    let rest = url.strip_prefix("ws://").ok_or_else(|| format!("tap.url must start with ws://, got {url:?}"))?;
+pub fn check_url(url: &str) -> Result<String, UrlError> {
+    let rest = url.strip_prefix("ws://").ok_or_else(|| UrlError::NotWebSocket(url.to_owned()))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = match authority.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => host,
         _ if authority.starts_with('[') && authority.ends_with(']') => authority,
-        Some(_) => return Err(format!("tap.url has a bad port: {url:?}")),
+        Some(_) => return Err(UrlError::BadPort(url.to_owned())),
         None => authority,
     };
     match host {
         "localhost" | "127.0.0.1" | "[::1]" => Ok(url.to_owned()),
-        _ => Err(format!("tap.url must be on this machine (localhost, 127.0.0.1 or [::1]), got {url:?}")),
+        _ => Err(UrlError::NotLocal(url.to_owned())),
     }
 }
 
@@ -337,8 +348,9 @@ mod tests {
         use crate::editor_tools::Answer;
         let ok: Value = serde_json::from_str(&tool_result("c", Some(Ok(Answer::Text("hi".into()))), "t")).unwrap();
         assert_eq!(ok, json!({ "type": "tool.result", "id": "c", "data": "hi" }));
-        let refused: Value = serde_json::from_str(&tool_result("c", Some(Err("outside".into())), "t")).unwrap();
-        assert_eq!((refused["error"].as_str(), refused.get("data")), (Some("outside"), None));
+        let nul = crate::editor_tools::error::PathError::Nul.into();
+        let refused: Value = serde_json::from_str(&tool_result("c", Some(Err(nul)), "t")).unwrap();
+        assert_eq!((refused["error"].as_str(), refused.get("data")), (Some("the path contains a NUL byte"), None));
         let unknown: Value = serde_json::from_str(&tool_result("c", None, "nope")).unwrap();
         assert_eq!(unknown["errorCode"], "NOT_FOUND");
         // The envelope around a text answer: 37 bytes with the id "c".
@@ -358,10 +370,16 @@ mod tests {
         assert!(check_url("ws://127.0.0.1:9400/").is_ok());
         assert!(check_url("ws://[::1]:9400").is_ok());
         assert!(check_url("ws://localhost").is_ok());
-        assert!(check_url("wss://localhost:9400").is_err());
-        assert!(check_url("ws://example.com:9400").is_err());
+        assert_eq!(
+            check_url("wss://localhost:9400").unwrap_err().to_string(),
+            r#"tap.url must start with ws://, got "wss://localhost:9400""#
+        );
+        assert_eq!(
+            check_url("ws://example.com:9400").unwrap_err().to_string(),
+            r#"tap.url must be on this machine (localhost, 127.0.0.1 or [::1]), got "ws://example.com:9400""#
+        );
         assert!(check_url("ws://localhost.evil.com:9400").is_err());
-        assert!(check_url("ws://localhost:0").is_err());
+        assert_eq!(check_url("ws://localhost:0"), Err(UrlError::BadPort("ws://localhost:0".into())));
         assert!(check_url("ws://localhost:99999").is_err());
     }
 

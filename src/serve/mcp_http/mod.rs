@@ -88,7 +88,7 @@ pub trait Protocol: Send + Sync + 'static {
         method: &str,
         params: Value,
         held: &mut Held,
-    ) -> impl Future<Output = Result<Value, (i64, String)>> + Send;
+    ) -> impl Future<Output = Result<Value, mcp::RequestError>> + Send;
     /// The notifications about the editor's state for a stream of `session`
     /// that opens now.
     fn feed(self: &Arc<Self>, _session: &Arc<Session>) -> Option<Feed> {
@@ -96,7 +96,7 @@ pub trait Protocol: Send + Sync + 'static {
     }
     /// The answer to a request sent without a session (other than
     /// `initialize`); `None`: 400, a session is required.
-    fn sessionless(&self, _method: &str) -> Option<(i64, String)> {
+    fn sessionless(&self, _method: &str) -> Option<mcp::RequestError> {
         None
     }
 }
@@ -377,7 +377,7 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
             Some(Err(why)) => return refused(why),
             None => {
                 return match protocol.sessionless(&method) {
-                    Some((code, message)) => json(StatusCode::OK, mcp::error(&id, code, &message)),
+                    Some(e) => json(StatusCode::OK, mcp::failed(&id, &e)),
                     None => plain(StatusCode::BAD_REQUEST, "Mcp-Session-Id header required"),
                 }
             }
@@ -387,9 +387,9 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
     crate::log_debug!("{agent}: {method} {}", log::untrusted(&params.to_string()));
     let reply = match protocol.request(&session, &method, params, &mut held).await {
         Ok(result) => mcp::result(&id, result),
-        Err((code, message)) => {
-            crate::log_debug!("{agent}: {method} failed: {message}");
-            mcp::error(&id, code, &message)
+        Err(e) => {
+            crate::log_debug!("{agent}: {method} failed: {e}");
+            mcp::failed(&id, &e)
         }
     };
     drop(held);
