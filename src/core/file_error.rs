@@ -73,4 +73,13 @@ pub enum FileError {
     /// A reviewed edit whose file changed while the user decided.
     #[error("{} changed during the review: nothing was written; read it again", path.display())]
     ChangedDuringReview { path: PathBuf },
+    /// A new file a buffer was opened for while the user decided.
+    #[error(
+        "{} was opened in Neovim during the review: nothing was written; read it (its buffer has the text now)",
+        path.display()
+    )]
+    OpenedDuringReview { path: PathBuf },
+    /// A reviewed new file that could not be written.
+    #[error(transparent)]
+    NewFile(#[from] super::new_file::NewFileError),
 }

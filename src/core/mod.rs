@@ -16,6 +16,7 @@ pub mod filetext;
 pub mod filewatch;
 pub mod fsutil;
 pub mod log;
+pub mod new_file;
 pub mod patch;
 pub mod published;
 pub mod rebase;

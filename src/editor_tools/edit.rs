@@ -3,7 +3,9 @@
 //! place meanwhile); what the user accepts, their own changes included, is
 //! written as `:w` writes it (`core::file_ops`: one undo step in the
 //! buffer, the file's encoding, line endings and BOM, hard and symbolic
-//! links kept), as Amp's reviewed `editFile` does.
+//! links kept), as Amp's reviewed `editFile` does. A path where no file is
+//! yet proposes a new file: reviewed against nothing, and made as `:w ++p`
+//! makes it (`core::new_file`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::{args, paths, Answer, Context, Outcome, ToolError};
 use crate::core::review::Proposal;
-use crate::core::reviewed_write::{review_and_write, Outcome as Reviewed};
+use crate::core::reviewed_write::{review_and_create, review_and_write, Outcome as Reviewed};
 use crate::serve::budget::Held;
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -25,7 +27,17 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
     let description = args::string(args, "description")?.unwrap_or_default();
     let shown = paths::shown(&path);
     let files = cx.hub.files();
-    let original = files.read(&path).await??;
+    // No file there (not even a dangling link): a new one.
+    let new_file = tokio::fs::symlink_metadata(&path).await.is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+    let original = files.read(&path).await?;
+    let original = match (original, new_file) {
+        (Ok(text), false) => text,
+        // A buffer of that name that was never written: its text is the
+        // user's, and a file made under it would contradict it.
+        (Ok(_), true) => return Err(ToolError::NotSavedYet { shown }),
+        (Err(_), true) => String::new(),
+        (Err(why), false) => return Err(why.into()),
+    };
     if tokio::fs::metadata(&path).await.is_ok_and(|m| m.permissions().readonly()) {
         return Err(ToolError::ReadOnly { shown });
     }
@@ -36,7 +48,10 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
         (Some(_), Some(_)) => return Err(ToolError::BothTextAndPatch),
         (None, None) => return Err(ToolError::NoTextNorPatch),
     };
-    if proposed == original {
+    if new_file && proposed.is_empty() {
+        return Err(ToolError::EmptyNewFile { shown });
+    }
+    if proposed == original && !new_file {
         return Ok(Answer::Json(json!({
             "decision": "unchanged",
             "path": path.to_string_lossy(),
@@ -55,7 +70,12 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
         edits_kept: true,
     };
     let timeout = Duration::from_millis(cx.hub.options.review_timeout_ms);
-    match review_and_write(&files, proposal, timeout).await? {
+    let reviewed = if new_file {
+        review_and_create(&files, proposal, timeout).await?
+    } else {
+        review_and_write(&files, proposal, timeout).await?
+    };
+    match reviewed {
         Reviewed::TimedOut => Err(ToolError::NotReviewed { shown, secs: timeout.as_secs() }),
         Reviewed::Rejected => Ok(Answer::Json(json!({
             "decision": "rejected",
@@ -68,6 +88,7 @@ pub async fn propose_edit(args: &Map<String, Value>, cx: &Context<'_>, held: &mu
             Ok(Answer::Json(json!({
                 "decision": "accepted",
                 "path": path.to_string_lossy(),
+                "created": new_file,
                 "written": edited.written,
                 "changedByUser": changed_by_user,
                 "message": if changed_by_user {

@@ -68,6 +68,12 @@ pub enum ToolError {
     /// `shown`: the path, short.
     #[error("{shown} is read-only: the user would have to make it writable first")]
     ReadOnly { shown: String },
+    #[error(
+        "{shown} is open in Neovim but was never saved: the user's buffer has its text; ask them to save it first"
+    )]
+    NotSavedYet { shown: String },
+    #[error("{shown} does not exist: an empty new file has nothing to review; give its text")]
+    EmptyNewFile { shown: String },
     #[error("cannot apply the patch to {shown}: {source}")]
     Patch { shown: String, source: PatchError },
     #[error("the user did not review the edit to {shown} within {secs} s (review.timeout_ms): nothing was changed")]

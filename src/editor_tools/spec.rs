@@ -101,9 +101,9 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "propose_edit",
         title: "Propose an edit for the user's review",
-        description: "Proposes a new text for a file: the user reviews it in Neovim hunk by hunk, may change it, and accepts (:w) or rejects (:q). The call waits for that decision. When accepted, the file is written as Neovim's :w writes it (its encoding, line endings and BOM kept) and the answer carries the final text, which includes the user's own changes. Give either newText (the whole new text) or patch (a unified diff of this file, as diff -u or git diff write it).",
+        description: "Proposes a new text for a file: the user reviews it in Neovim hunk by hunk, may change it, and accepts (:w) or rejects (:q). The call waits for that decision. When accepted, the file is written as Neovim's :w writes it (its encoding, line endings and BOM kept) and the answer carries the final text, which includes the user's own changes. Give either newText (the whole new text) or patch (a unified diff of this file, as diff -u or git diff write it). A path where no file exists yet proposes a new file (made with its missing directories once accepted).",
         properties: || json!({
-            "path": path("the file to edit: absolute, or relative to the workspace"),
+            "path": path("the file to edit or make: absolute, or relative to the workspace"),
             "newText": { "type": "string", "description": "the whole new text of the file" },
             "patch": { "type": "string", "description": "a unified diff of this one file (hunks starting with @@)" },
             "description": { "type": "string", "description": "what the edit does, in a few words, shown to the user" },

@@ -211,6 +211,68 @@ def test_edits_go_through_the_review_and_are_written_as_w_writes_them(nvim_facto
 
 
 @needs_sdk
+@needs_sdk
+def test_a_new_file_is_reviewed_against_nothing_and_made_as_w_makes_it(nvim_factory, amp_env, clients):
+    """propose_edit of a path where no file is yet: the review shows every
+    line as added; :w makes the file (and its missing directories) byte for
+    byte and mode for mode as Neovim's own `:w ++p` of a new buffer does;
+    :q makes nothing. A file made or a buffer opened meanwhile is never
+    written over; an empty text and a never-saved buffer are refused."""
+    ws = amp_env.workspace
+    ed = nvim_factory(**SETUP)
+    discovery(ed)
+    c = connect(clients, http_spec(ed))
+    new = ws / "src" / "deep" / "new.txt"
+    rid = c.send("callTool", name="propose_edit", arguments={"path": "src/deep/new.txt", "newText": "alpha\nbeta"})
+    accept_review(ed, "new.txt", (1, "beta (mine)"))
+    answer = json.loads(c.answer(rid)["result"]["content"][0]["text"])
+    assert (answer["decision"], answer["created"], answer["changedByUser"]) == ("accepted", True, True), answer
+    # Neovim's own :w ++p of a new buffer with those lines, beside it.
+    by_nvim = ws / "by_nvim" / "deep" / "new.txt"
+    ed.lua("""
+        local buf = vim.api.nvim_create_buf(true, false)
+        vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'alpha', 'beta (mine)' })
+        local path = ...
+        vim.api.nvim_buf_call(buf, function()
+          vim.cmd('silent write ++p ' .. vim.fn.fnameescape(path))
+        end)
+    """, str(by_nvim))
+    assert new.read_bytes() == by_nvim.read_bytes() == b"alpha\nbeta (mine)\n"
+    assert stat.S_IMODE(new.stat().st_mode) == stat.S_IMODE(by_nvim.stat().st_mode)
+    assert stat.S_IMODE(new.parent.stat().st_mode) == stat.S_IMODE(by_nvim.parent.stat().st_mode)
+    # By patch, as `diff -u /dev/null` writes one.
+    patch = "--- /dev/null\n+++ b/made.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n"
+    rid = c.send("callTool", name="propose_edit", arguments={"path": "made.txt", "patch": patch})
+    accept_review(ed, "made.txt")
+    assert json.loads(c.answer(rid)["result"]["content"][0]["text"])["created"] is True
+    assert (ws / "made.txt").read_bytes() == b"one\ntwo\n"
+    # :q makes nothing, not even the directory.
+    rid = c.send("callTool", name="propose_edit", arguments={"path": "other/none.txt", "newText": "x\n"})
+    wait_proposals(ed, 1)
+    ed.lua("vim.api.nvim_set_current_win(...)", open_review(ed, "none.txt (proposed by MCP)"))
+    ed.nvim.command("quit")
+    assert json.loads(c.answer(rid)["result"]["content"][0]["text"])["decision"] == "rejected"
+    assert not (ws / "other").exists()
+    # Made by someone else during the review: theirs stays, the agent is told.
+    late = ws / "late.txt"
+    rid = c.send("callTool", name="propose_edit", arguments={"path": "late.txt", "newText": "mine\n"})
+    wait_proposals(ed, 1)
+    late.write_text("theirs\n")
+    accept_review(ed, "late.txt")
+    result = c.answer(rid)["result"]
+    assert result.get("isError") is True, result
+    assert "late.txt was made by someone else during the review: nothing was written" in result["content"][0]["text"]
+    assert late.read_text() == "theirs\n"
+    wait_for(lambda: not proposals(ed), 5, "no proposal left")
+    # Refused at once: nothing to review, or the user's never-saved buffer.
+    assert "an empty new file has nothing to review" in c.refusal("propose_edit", {"path": "empty.txt", "newText": ""})
+    ed.lua("vim.cmd.edit(...); vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'draft' })", str(ws / "draft.txt"))
+    why = c.refusal("propose_edit", {"path": "draft.txt", "newText": "x\n"})
+    assert "draft.txt is open in Neovim but was never saved" in why, why
+    assert not (ws / "draft.txt").exists() and not (ws / "empty.txt").exists()
+    assert not proposals(ed)
+
+
 def test_two_neovims_in_different_folders_each_found_by_their_own_client(nvim_factory, amp_env, clients):
     a, b = amp_env.workspace, amp_env.root / "project-b"
     nested = a / "sub"
