@@ -16,7 +16,7 @@ import pytest
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
 import front_end_helpers as fh
-from mcp_clients import Events, Http
+from mcp_clients import Events, Http, text_of
 from openai_mock import OpenAIMock, request_text
 from resilience_helpers import amp_log
 from review_helpers import open_review, proposals, wait_proposals, where_the_user_is, winbar
@@ -52,16 +52,6 @@ def open_session(ed):
                                       "clientInfo": {"name": "copilot-cli", "version": "test"}})
     assert c.notify("notifications/initialized") == 202
     return c, lock, status
-
-
-def text_of(reply):
-    """A tools/call answer's first text, parsed when it is JSON."""
-    assert "result" in reply, reply
-    text = reply["result"]["content"][0]["text"]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def test_copilot_is_off_by_default(nvim_factory, amp_env):
