@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use crate::serve::discovery::PidIn;
+use crate::serve::discovery::{amp_data_dir, amp_data_dir_from_env, PidIn};
 
 /// Contents of a lockfile, serialized with the camelCase field names the CLI expects.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -28,28 +28,16 @@ pub struct Lockfile {
 /// How the lockfiles of editors that are gone are recognised.
 pub const PID_IN: PidIn = PidIn::Field { extension: "json", field: "pid" };
 
-/// Where lockfiles live, computed purely from the given environment values.
-///
-/// `$AMP_DATA_HOME/amp/ide` if set and non-empty, else `$XDG_DATA_HOME/amp/ide` if set,
-/// non-empty and absolute (per the XDG spec relative values are ignored), else
-/// `<home>/.local/share/amp/ide`; `None` when nothing applies.
+/// Where lockfiles live, computed purely from the given environment values:
+/// `ide/` in the plugin's data directory (`serve::discovery::amp_data_dir`:
+/// `$AMP_DATA_HOME/amp`, `$XDG_DATA_HOME/amp`, `~/.local/share/amp`).
 pub fn lock_dir(amp_data_home: Option<&OsStr>, xdg_data_home: Option<&OsStr>, home: Option<&Path>) -> Option<PathBuf> {
-    let base = if let Some(amp) = amp_data_home.filter(|v| !v.is_empty()) {
-        PathBuf::from(amp)
-    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute()) {
-        PathBuf::from(xdg)
-    } else {
-        home?.join(".local").join("share")
-    };
-    Some(base.join("amp").join("ide"))
+    Some(amp_data_dir(amp_data_home, xdg_data_home, home)?.join("ide"))
 }
 
 /// [`lock_dir`] applied to the real process environment and home directory.
 pub fn lock_dir_from_env() -> Option<PathBuf> {
-    let amp = std::env::var_os("AMP_DATA_HOME");
-    let xdg = std::env::var_os("XDG_DATA_HOME");
-    let home = dirs::home_dir();
-    lock_dir(amp.as_deref(), xdg.as_deref(), home.as_deref())
+    Some(amp_data_dir_from_env()?.join("ide"))
 }
 
 /// Path of the lockfile for `port`: `<dir>/<port>.json`.

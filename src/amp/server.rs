@@ -17,9 +17,10 @@ use crate::core::log;
 use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::core::review::Owner;
 use crate::core::sync::LockExt;
-use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::admission::TokenIn;
 use crate::serve::budget::Held;
 use crate::serve::discovery::{self, DiscoveryError, DiscoveryFile};
+use crate::serve::endpoint::Endpoint;
 use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
@@ -35,9 +36,8 @@ pub const DIALECT_FLAT: u8 = 1;
 pub const DIALECT_WRAPPED: u8 = 2;
 
 pub struct AmpServer {
-    pub hub: Arc<Hub>,
+    pub endpoint: Endpoint,
     pub port: u16,
-    policy: Policy,
     pub lockfile: DiscoveryFile,
     clients: Mutex<HashMap<u64, (Outbox, Arc<AtomicU8>)>>,
 }
@@ -58,24 +58,18 @@ impl Drop for Client {
 
 impl AmpServer {
     pub fn new(hub: Arc<Hub>, token: String, port: u16, lock_dir: PathBuf) -> Self {
-        let policy = Policy {
-            token,
-            token_in: TokenIn::Query("auth"),
-            allowed_origins: hub.options.allowed_origins.clone(),
-            port: Some(port),
-        };
+        let endpoint = Endpoint::new(AGENT, hub, token, TokenIn::Query("auth"), Some(port));
         let path = lockfile::path_for(&lock_dir, port);
         Self {
             lockfile: DiscoveryFile::new(AGENT.name, lock_dir, path, lockfile::PID_IN),
-            hub,
+            endpoint,
             port,
-            policy,
             clients: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn token(&self) -> &str {
-        &self.policy.token
+        self.endpoint.token()
     }
 
     /// Writes the lockfile with the current workspace folders, first
@@ -84,10 +78,10 @@ impl AmpServer {
         let contents = || {
             let lock = Lockfile {
                 port: self.port,
-                auth_token: self.policy.token.clone(),
+                auth_token: self.endpoint.token().to_owned(),
                 pid: std::process::id(),
-                workspace_folders: self.hub.workspace_folders(),
-                ide_name: self.hub.options.ide_name.clone(),
+                workspace_folders: self.endpoint.hub.workspace_folders(),
+                ide_name: self.endpoint.hub.options.ide_name.clone(),
             };
             serde_json::to_vec_pretty(&lock).expect("a lockfile serializes")
         };
@@ -95,7 +89,7 @@ impl AmpServer {
     }
 
     pub fn client_count(&self) -> usize {
-        self.hub.clients(AGENT.id)
+        self.endpoint.hub.clients(AGENT.id)
     }
 
     /// Queues notification `name` for every client, each in its own dialect.
@@ -121,8 +115,8 @@ impl AmpServer {
 
     fn plugin_metadata(&self) -> Value {
         json!({
-            "version": self.hub.options.plugin_version,
-            "pluginDirectory": self.hub.options.plugin_directory,
+            "version": self.endpoint.hub.options.plugin_version,
+            "pluginDirectory": self.endpoint.hub.options.plugin_directory,
         })
     }
 }
@@ -130,16 +124,8 @@ impl AmpServer {
 impl Protocol for AmpServer {
     type Client = Client;
 
-    fn agent(&self) -> Agent {
-        AGENT
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The Amp CLI explains a failed authentication to the user only when
@@ -153,12 +139,13 @@ impl Protocol for AmpServer {
         // What a newly connected client needs first.
         outbox.push(encode_notification("pluginMetadata", Dialect::Flat, &self.plugin_metadata()));
         self.clients.locked().insert(owner.session, (outbox.clone(), dialect.clone()));
-        let pusher = self.hub.spawn(push_context(self.hub.clone(), outbox.clone(), dialect.clone()));
+        let hub = &self.endpoint.hub;
+        let pusher = hub.spawn(push_context(hub.clone(), outbox.clone(), dialect.clone()));
         Client { server: self.clone(), owner, dialect, _pusher: AbortOnDrop(pusher) }
     }
 
     async fn message(self: &Arc<Self>, client: &Arc<Client>, text: String, held: &mut Held) -> Option<Outgoing> {
-        let reply = super::requests::answer(&text, &self.hub, client, held).await;
+        let reply = super::requests::answer(&text, &self.endpoint.hub, client, held).await;
         Some(reply.into())
     }
 }

@@ -21,9 +21,10 @@ use crate::core::log;
 use crate::core::published::SelectionSnapshot;
 use crate::core::review::Owner;
 use crate::mcp;
-use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::admission::TokenIn;
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::endpoint::Endpoint;
 use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
@@ -39,9 +40,8 @@ const RESEND_AFTER_CONNECT: [Duration; 2] = [Duration::from_millis(500), Duratio
 const NAME_DEADLINE: Duration = Duration::from_secs(1);
 
 pub struct ClaudeServer {
-    pub hub: Arc<Hub>,
+    pub endpoint: Endpoint,
     pub port: u16,
-    policy: Policy,
     pub lockfile: DiscoveryFile,
     clients: Mutex<HashMap<u64, Peer>>,
 }
@@ -81,9 +81,9 @@ impl Client {
         let mut pusher = self.pusher.locked();
         if pusher.is_none() || again {
             let lines = self.kind.locked().lines;
-            let task = push_selection(self.server.hub.clone(), self.outbox.clone(), lines);
+            let task = push_selection(self.server.endpoint.hub.clone(), self.outbox.clone(), lines);
             // (Replacing the old pusher aborts it.)
-            *pusher = Some(AbortOnDrop(self.server.hub.spawn(task)));
+            *pusher = Some(AbortOnDrop(self.server.endpoint.hub.spawn(task)));
         }
     }
 
@@ -96,7 +96,7 @@ impl Client {
         if let Some(peer) = self.server.clients.locked().get_mut(&self.owner.session) {
             peer.lines = kind.lines;
         }
-        if self.server.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
+        if self.server.endpoint.hub.name_client(self.owner, kind.name) && kind != CLAUDE_CODE {
             log::info(format!("claude: client {} is {}", self.owner.session, kind.name));
         }
     }
@@ -104,19 +104,13 @@ impl Client {
 
 impl ClaudeServer {
     pub fn new(hub: Arc<Hub>, token: String, port: u16, lock_dir: PathBuf) -> Self {
-        let policy = Policy {
-            token,
-            token_in: TokenIn::Header(AUTH_HEADER),
-            allowed_origins: hub.options.allowed_origins.clone(),
-            port: Some(port),
-        };
+        let endpoint = Endpoint::new(AGENT, hub, token, TokenIn::Header(AUTH_HEADER), Some(port));
         let path = lock_dir.join(format!("{port}.{LOCK_EXTENSION}"));
         let pid_in = PidIn::Field { extension: LOCK_EXTENSION, field: "pid" };
         Self {
             lockfile: DiscoveryFile::new(AGENT.name, lock_dir, path, pid_in),
-            hub,
+            endpoint,
             port,
-            policy,
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -127,9 +121,9 @@ impl ClaudeServer {
         let contents = || {
             let lock = Lockfile::new(
                 std::process::id(),
-                self.hub.workspace_folders(),
-                self.hub.options.ide_name.clone(),
-                self.policy.token.clone(),
+                self.endpoint.hub.workspace_folders(),
+                self.endpoint.hub.options.ide_name.clone(),
+                self.endpoint.token().to_owned(),
             );
             serde_json::to_vec_pretty(&lock).expect("a lockfile serializes")
         };
@@ -149,16 +143,8 @@ impl ClaudeServer {
 impl Protocol for ClaudeServer {
     type Client = Client;
 
-    fn agent(&self) -> Agent {
-        AGENT
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     fn subprotocol(&self) -> Option<&'static str> {
@@ -176,8 +162,8 @@ impl Protocol for ClaudeServer {
     fn open(self: &Arc<Self>, outbox: &Outbox, owner: Owner) -> Client {
         let peer = Peer { outbox: outbox.clone(), lines: CLAUDE_CODE.lines };
         self.clients.locked().insert(owner.session, peer);
-        let hub = self.hub.clone();
-        let deadline = self.hub.spawn(async move {
+        let hub = self.endpoint.hub.clone();
+        let deadline = self.endpoint.hub.spawn(async move {
             tokio::time::sleep(NAME_DEADLINE).await;
             hub.name_client(owner, AGENT.name);
         });
@@ -225,7 +211,7 @@ impl Protocol for ClaudeServer {
         if method == "tools/call" && params.get("name").and_then(Value::as_str) == Some("openDiff") {
             held.release();
         }
-        let hub = &self.hub;
+        let hub = &self.endpoint.hub;
         let cx = tools::Context {
             editor: hub.editor.as_ref(),
             workspace_folders: hub.workspace_folders(),
@@ -317,7 +303,7 @@ impl FrontEnd for ClaudeServer {
     }
 
     fn status(&self) -> Value {
-        let mut status = base_status(Some(self.port), &self.lockfile.path, self.hub.clients(AGENT.id));
+        let mut status = base_status(Some(self.port), &self.lockfile.path, self.endpoint.hub.clients(AGENT.id));
         status["lockfile"] = status["discovery_file"].clone();
         status
     }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::core::uri::path_to_file_uri;
+use crate::mcp::listed_tool;
 
 /// The lockfiles' extension (`<uuid>.lock`).
 pub const LOCK_EXTENSION: &str = "lock";
@@ -121,33 +122,25 @@ pub fn pid_of_socket_name(name: &str) -> Option<u32> {
     (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
-fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "inputSchema": { "type": "object", "properties": properties, "required": required },
-    })
-}
-
 /// The `tools/list` result. Copilot offers `get_selection` and
 /// `get_diagnostics` to the model; it calls `open_diff` and `close_diff`
 /// from its edit-permission dialog and `update_session_name` itself.
 pub fn tools() -> Value {
     let string = |d: &str| json!({ "type": "string", "description": d });
     json!({ "tools": [
-        tool("get_selection", "Get the text the user selected in Neovim (or the cursor's file and position), with its file and 0-based range", json!({}), &[]),
-        tool("get_diagnostics", "Get the diagnostics (errors, warnings) Neovim knows, for one file or for every file", json!({
+        listed_tool("get_selection", "Get the text the user selected in Neovim (or the cursor's file and position), with its file and 0-based range", json!({}), &[]),
+        listed_tool("get_diagnostics", "Get the diagnostics (errors, warnings) Neovim knows, for one file or for every file", json!({
             "uri": string("Optional file URI or path; without it, every file's diagnostics"),
         }), &[]),
-        tool("open_diff", "Show a proposed new text of a file for review in Neovim and wait for the user's decision (SAVED or REJECTED)", json!({
+        listed_tool("open_diff", "Show a proposed new text of a file for review in Neovim and wait for the user's decision (SAVED or REJECTED)", json!({
             "original_file_path": string("The absolute path of the file"),
             "new_file_contents": string("The proposed text of the whole file"),
             "tab_name": string("The review's name"),
         }), &["original_file_path", "new_file_contents", "tab_name"]),
-        tool("close_diff", "Close the review named tab_name (the user decided in the terminal)", json!({
+        listed_tool("close_diff", "Close the review named tab_name (the user decided in the terminal)", json!({
             "tab_name": string("The review's name"),
         }), &["tab_name"]),
-        tool("update_session_name", "Tell Neovim the session's name", json!({
+        listed_tool("update_session_name", "Tell Neovim the session's name", json!({
             "name": string("The session's name"),
         }), &["name"]),
     ] })

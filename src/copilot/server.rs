@@ -12,9 +12,10 @@ use super::protocol::{self, Lockfile, AUTH_HEADER, AUTH_SCHEME, LOCK_EXTENSION};
 use super::tools;
 use crate::core::log;
 use crate::mcp;
-use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::admission::TokenIn;
 use crate::serve::budget::Held;
 use crate::serve::discovery::{pid_alive, DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::endpoint::Endpoint;
 use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::listen_unix;
@@ -27,8 +28,7 @@ use crate::serve::unix_peers::{self, Peers};
 pub const AGENT: Agent = Agent { id: "copilot", name: "Copilot" };
 
 pub struct CopilotServer {
-    pub hub: Arc<Hub>,
-    policy: Policy,
+    pub endpoint: Endpoint,
     pub http: McpHttp,
     pub socket: PathBuf,
     pub lockfile: DiscoveryFile,
@@ -43,20 +43,15 @@ pub struct CopilotServer {
 
 impl CopilotServer {
     pub fn new(hub: Arc<Hub>, nonce: String, socket: PathBuf, lock_dir: PathBuf, lock_name: String) -> Self {
-        let policy = Policy {
-            token: nonce,
-            token_in: TokenIn::Scheme { header: AUTH_HEADER, scheme: AUTH_SCHEME },
-            allowed_origins: hub.options.allowed_origins.clone(),
-            // A Unix socket: the Host must still be a loopback name (Node
-            // sends "localhost"), with no port to compare.
-            port: None,
-        };
+        let token_in = TokenIn::Scheme { header: AUTH_HEADER, scheme: AUTH_SCHEME };
+        // A Unix socket: the Host must still be a loopback name (Node
+        // sends "localhost"), with no port to compare.
+        let endpoint = Endpoint::new(AGENT, hub, nonce, token_in, None);
         let path = lock_dir.join(lock_name);
         let pid_in = PidIn::Field { extension: LOCK_EXTENSION, field: "pid" };
         Self {
             lockfile: DiscoveryFile::new(AGENT.name, lock_dir, path, pid_in),
-            hub,
-            policy,
+            endpoint,
             http: McpHttp::default(),
             socket,
             opening: tools::Opening::default(),
@@ -77,11 +72,11 @@ impl CopilotServer {
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
             let lock = Lockfile::new(
                 &self.socket,
-                &self.policy.token,
+                self.endpoint.token(),
                 std::process::id(),
                 now_ms,
-                self.hub.workspace_folders(),
-                self.hub.options.ide_name.clone(),
+                self.endpoint.hub.workspace_folders(),
+                self.endpoint.hub.options.ide_name.clone(),
             );
             serde_json::to_vec_pretty(&lock).expect("a lockfile serializes")
         };
@@ -111,16 +106,8 @@ fn remove_dead_sockets(dir: &Path) {
 }
 
 impl mcp_http::Protocol for CopilotServer {
-    fn agent(&self) -> Agent {
-        AGENT
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     fn http(&self) -> &McpHttp {
@@ -138,7 +125,7 @@ impl mcp_http::Protocol for CopilotServer {
         if tools::waits_for_user(method, &params) {
             held.release();
         }
-        let hub = &self.hub;
+        let hub = &self.endpoint.hub;
         let cx = tools::Context {
             editor: hub.editor.as_ref(),
             owner: session.owner,
@@ -151,7 +138,7 @@ impl mcp_http::Protocol for CopilotServer {
     }
 
     fn feed(self: &Arc<Self>, _session: &Arc<Session>) -> Option<Feed> {
-        Some(super::context::feed(&self.hub))
+        Some(super::context::feed(&self.endpoint.hub))
     }
 
     /// Copilot asks `server/discover` before `initialize`, without a
@@ -195,7 +182,7 @@ impl FrontEnd for CopilotServer {
 
     fn status(&self) -> Value {
         // A socket, no port.
-        let mut status = base_status(None, &self.lockfile.path, self.hub.clients(AGENT.id));
+        let mut status = base_status(None, &self.lockfile.path, self.endpoint.hub.clients(AGENT.id));
         status["socket"] = self.socket.to_string_lossy().into();
         status["lockfile"] = self.lockfile.path.to_string_lossy().into();
         status["sessions"] = self.http.sessions.count().into();

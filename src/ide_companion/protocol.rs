@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::core::selection::RawSelection;
+use crate::mcp::listed_tool;
 
 /// Files in one `ide/contextUpdate`: Gemini and Qwen keep their 10 most recent and
 /// drops the rest, so sending more only costs bytes.
@@ -62,23 +63,15 @@ pub fn workspace_path(folders: &[String]) -> String {
     folders.join(":")
 }
 
-fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "description": description,
-        "inputSchema": { "type": "object", "properties": properties, "required": required },
-    })
-}
-
 /// The `tools/list` result: Gemini and Qwen turn diffing on when both are listed.
 pub fn tools() -> Value {
     let string = |d: &str| json!({ "type": "string", "description": d });
     json!({ "tools": [
-        tool("openDiff", "Open a review of a proposed new text of a file; the decision comes later as ide/diffAccepted or ide/diffRejected", json!({
+        listed_tool("openDiff", "Open a review of a proposed new text of a file; the decision comes later as ide/diffAccepted or ide/diffRejected", json!({
             "filePath": string("The absolute path of the file"),
             "newContent": string("The proposed new text of the whole file"),
         }), &["filePath", "newContent"]),
-        tool("closeDiff", "Close the review of a file and return the proposal's current text", json!({
+        listed_tool("closeDiff", "Close the review of a file and return the proposal's current text", json!({
             "filePath": string("The absolute path of the file"),
             "suppressNotification": { "type": "boolean", "description": "Send no ide/diffRejected for it" },
         }), &["filePath"]),

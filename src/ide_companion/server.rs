@@ -12,9 +12,10 @@ use super::flavor::Flavor;
 use super::protocol::{self, Discovery};
 use super::tools::{self, Diffs};
 use crate::core::log;
-use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::admission::TokenIn;
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile};
+use crate::serve::endpoint::Endpoint;
 use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
@@ -25,9 +26,8 @@ use crate::serve::registry::Agent;
 
 pub struct CompanionServer {
     pub flavor: &'static Flavor,
-    pub hub: Arc<Hub>,
+    pub endpoint: Endpoint,
     pub port: u16,
-    policy: Policy,
     pub http: McpHttp,
     pub diffs: Arc<Diffs>,
     pub discovery: DiscoveryFile,
@@ -35,19 +35,14 @@ pub struct CompanionServer {
 
 impl CompanionServer {
     pub fn new(flavor: &'static Flavor, hub: Arc<Hub>, token: String, port: u16, dir: PathBuf) -> Self {
-        let policy = Policy {
-            token,
-            token_in: TokenIn::Scheme { header: "authorization", scheme: "Bearer" },
-            allowed_origins: hub.options.allowed_origins.clone(),
-            port: Some(port),
-        };
+        let token_in = TokenIn::Scheme { header: "authorization", scheme: "Bearer" };
+        let endpoint = Endpoint::new(flavor.agent, hub, token, token_in, Some(port));
         let path = dir.join((flavor.file_name)(port));
         Self {
             discovery: DiscoveryFile::new(flavor.agent.name, dir, path, flavor.pid_in),
             flavor,
-            hub,
+            endpoint,
             port,
-            policy,
             http: McpHttp::default(),
             diffs: Arc::new(Diffs::default()),
         }
@@ -58,7 +53,8 @@ impl CompanionServer {
     pub async fn write_discovery(&self, sweep: bool) -> Result<PathBuf, DiscoveryError> {
         let contents = || {
             let ppid = self.flavor.ppid.then(std::process::id);
-            let file = Discovery::new(self.port, &self.hub.workspace_folders(), self.policy.token.clone(), ppid);
+            let folders = self.endpoint.hub.workspace_folders();
+            let file = Discovery::new(self.port, &folders, self.endpoint.token().to_owned(), ppid);
             serde_json::to_vec_pretty(&file).expect("a discovery file serializes")
         };
         self.discovery.write(contents, sweep).await
@@ -66,16 +62,8 @@ impl CompanionServer {
 }
 
 impl mcp_http::Protocol for CompanionServer {
-    fn agent(&self) -> Agent {
-        self.flavor.agent
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     fn http(&self) -> &McpHttp {
@@ -95,13 +83,13 @@ impl mcp_http::Protocol for CompanionServer {
                 log::warn(format!("{agent}: {method} dropped: the client's queue is full"));
             }
         });
-        let hub = self.hub.clone();
+        let hub = self.endpoint.hub.clone();
         let spawn = move |task: Pin<Box<dyn std::future::Future<Output = ()> + Send>>| {
             hub.spawn(task);
         };
         let cx = tools::Context {
-            editor: self.hub.editor.clone(),
-            workspace_folders: self.hub.workspace_folders(),
+            editor: self.endpoint.hub.editor.clone(),
+            workspace_folders: self.endpoint.hub.workspace_folders(),
             diffs: self.diffs.clone(),
             notify,
             spawn: &spawn,
@@ -111,7 +99,7 @@ impl mcp_http::Protocol for CompanionServer {
     }
 
     fn feed(self: &Arc<Self>, _session: &Arc<Session>) -> Option<Feed> {
-        Some(super::context::feed(&self.hub, self.flavor.agent.id))
+        Some(super::context::feed(&self.endpoint.hub, self.flavor.agent.id))
     }
 }
 
@@ -140,15 +128,16 @@ impl FrontEnd for CompanionServer {
     }
 
     fn status(&self) -> Value {
-        let mut status = base_status(Some(self.port), &self.discovery.path, self.hub.clients(self.flavor.agent.id));
+        let mut status =
+            base_status(Some(self.port), &self.discovery.path, self.endpoint.hub.clients(self.flavor.agent.id));
         status["sessions"] = self.http.sessions.count().into();
-        status["workspace_path"] = protocol::workspace_path(&self.hub.workspace_folders()).into();
+        status["workspace_path"] = protocol::workspace_path(&self.endpoint.hub.workspace_folders()).into();
         status["pid"] = std::process::id().into();
         status
     }
 
     fn terminal_env(&self) -> Vec<(&'static str, String)> {
-        (self.flavor.terminal_env)(self.port, &protocol::workspace_path(&self.hub.workspace_folders()))
+        (self.flavor.terminal_env)(self.port, &protocol::workspace_path(&self.endpoint.hub.workspace_folders()))
     }
 
     fn workspace_changed(self: Arc<Self>) -> Announce {

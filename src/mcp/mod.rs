@@ -202,6 +202,16 @@ pub fn path_arg(
     })
 }
 
+/// One tool as `tools/list` lists it: its input an object with
+/// `properties`, the `required` ones named.
+pub fn listed_tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": { "type": "object", "properties": properties, "required": required },
+    })
+}
+
 /// A tool result whose content is the given texts, in order.
 pub fn text_content(texts: &[&str], is_error: bool) -> Value {
     let content: Vec<Value> = texts.iter().map(|t| json!({ "type": "text", "text": t })).collect();

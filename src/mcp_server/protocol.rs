@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::editor_tools::{Answer, Outcome, Tool};
+use crate::serve::discovery::{amp_data_dir, amp_data_dir_from_env};
 
 /// Set in Neovim's environment while the server runs, so an agent started
 /// in its terminal (and the stdio entry point it starts) finds this Neovim
@@ -27,20 +28,11 @@ pub fn discovery_dir(
     xdg_data_home: Option<&OsStr>,
     home: Option<&Path>,
 ) -> Option<PathBuf> {
-    let base = if let Some(amp) = amp_data_home.filter(|v| !v.is_empty()) {
-        PathBuf::from(amp)
-    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute()) {
-        PathBuf::from(xdg)
-    } else {
-        home?.join(".local").join("share")
-    };
-    Some(base.join("amp").join("mcp"))
+    Some(amp_data_dir(amp_data_home, xdg_data_home, home)?.join("mcp"))
 }
 
 pub fn discovery_dir_from_env() -> Option<PathBuf> {
-    let amp = std::env::var_os("AMP_DATA_HOME");
-    let xdg = std::env::var_os("XDG_DATA_HOME");
-    discovery_dir(amp.as_deref(), xdg.as_deref(), dirs::home_dir().as_deref())
+    Some(amp_data_dir_from_env()?.join("mcp"))
 }
 
 pub fn file_name(port: u16) -> String {

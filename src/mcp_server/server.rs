@@ -19,9 +19,10 @@ use crate::core::published::{SelectionSnapshot, VisibleFilesSnapshot};
 use crate::core::sync::LockExt;
 use crate::editor_tools;
 use crate::mcp::{self, RequestError};
-use crate::serve::admission::{Policy, TokenIn};
+use crate::serve::admission::TokenIn;
 use crate::serve::budget::Held;
 use crate::serve::discovery::{DiscoveryError, DiscoveryFile, PidIn};
+use crate::serve::endpoint::Endpoint;
 use crate::serve::front_end::{announce, base_status, Announce, FrontEnd, StartError, Started};
 use crate::serve::hub::Hub;
 use crate::serve::listener::{listen_loopback, PortChoice};
@@ -47,9 +48,8 @@ struct Client {
 }
 
 pub struct McpServer {
-    pub hub: Arc<Hub>,
+    pub endpoint: Endpoint,
     pub port: u16,
-    policy: Policy,
     pub http: McpHttp,
     pub discovery: DiscoveryFile,
     /// By session (`Owner::session`); removed when the session ends.
@@ -58,18 +58,13 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(hub: Arc<Hub>, token: String, port: u16, dir: PathBuf) -> Self {
-        let policy = Policy {
-            token,
-            token_in: TokenIn::Scheme { header: "authorization", scheme: "Bearer" },
-            allowed_origins: hub.options.allowed_origins.clone(),
-            port: Some(port),
-        };
+        let token_in = TokenIn::Scheme { header: "authorization", scheme: "Bearer" };
+        let endpoint = Endpoint::new(AGENT, hub, token, token_in, Some(port));
         let path = dir.join(protocol::file_name(port));
         Self {
             discovery: DiscoveryFile::new(AGENT.name, dir, path, PidIn::Field { extension: "json", field: "pid" }),
-            hub,
+            endpoint,
             port,
-            policy,
             http: McpHttp::default(),
             clients: Mutex::default(),
         }
@@ -86,11 +81,11 @@ impl McpServer {
             let file = Discovery {
                 port: self.port,
                 url: protocol::url(self.port),
-                auth_token: self.policy.token.clone(),
+                auth_token: self.endpoint.token().to_owned(),
                 pid: std::process::id(),
-                workspace_folders: self.hub.workspace_folders(),
-                ide_name: self.hub.options.ide_name.clone(),
-                max_request_bytes: self.hub.options.max_frame_bytes,
+                workspace_folders: self.endpoint.hub.workspace_folders(),
+                ide_name: self.endpoint.hub.options.ide_name.clone(),
+                max_request_bytes: self.endpoint.hub.options.max_frame_bytes,
             };
             serde_json::to_vec_pretty(&file).expect("a discovery file serializes")
         };
@@ -105,10 +100,10 @@ impl McpServer {
         log::info(format!("mcp: {} started a session", if name.is_empty() { "a client" } else { &name }));
         self.clients().insert(session.owner.session, Client { name, ..Client::default() });
         let (server, session) = (self.clone(), session.clone());
-        self.hub.spawn(async move {
+        self.endpoint.hub.spawn(async move {
             tokio::select! {
                 () = session.ended.cancelled() => {}
-                () = server.hub.tasks.closing.cancelled() => {}
+                () = server.endpoint.hub.tasks.closing.cancelled() => {}
             }
             server.clients().remove(&session.owner.session);
         });
@@ -132,7 +127,7 @@ impl McpServer {
     async fn call_tool(&self, session: &Arc<Session>, params: &Value, held: &mut Held) -> Result<Value, RequestError> {
         let (name, args) = mcp::tool_call(params)?;
         let client = self.clients().get(&session.owner.session).map(|c| c.name.clone()).unwrap_or_default();
-        let cx = editor_tools::Context { hub: &self.hub, owner: session.owner, client: &client };
+        let cx = editor_tools::Context { hub: &self.endpoint.hub, owner: session.owner, client: &client };
         let call = editor_tools::call(&name, &args, &cx, held);
         let outcome = match params.pointer("/_meta/progressToken").cloned() {
             None => call.await,
@@ -167,16 +162,8 @@ async fn with_progress<F: std::future::Future>(work: F, session: &Session, token
 }
 
 impl mcp_http::Protocol for McpServer {
-    fn agent(&self) -> Agent {
-        AGENT
-    }
-
-    fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    fn policy(&self) -> &Policy {
-        &self.policy
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     fn http(&self) -> &McpHttp {
@@ -198,9 +185,9 @@ impl mcp_http::Protocol for McpServer {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(protocol::tools_list()),
             "tools/call" => self.call_tool(session, &params, held).await,
-            "resources/list" => resources::list(&self.hub).await,
+            "resources/list" => resources::list(&self.endpoint.hub).await,
             "resources/templates/list" => Ok(json!({ "resourceTemplates": [] })),
-            "resources/read" => resources::read(&self.hub, &params).await,
+            "resources/read" => resources::read(&self.endpoint.hub, &params).await,
             "resources/subscribe" => self.subscribe(session, &params, true),
             "resources/unsubscribe" => self.subscribe(session, &params, false),
             "prompts/list" => Ok(json!({ "prompts": [] })),
@@ -212,9 +199,9 @@ impl mcp_http::Protocol for McpServer {
         let state = Updates {
             server: self.clone(),
             session: session.owner.session,
-            selection: self.hub.state.subscribe_selection(),
-            visible: self.hub.state.subscribe_visible_files(),
-            interval: Duration::from_millis(self.hub.options.selection_interval_ms.max(50)),
+            selection: self.endpoint.hub.state.subscribe_selection(),
+            visible: self.endpoint.hub.state.subscribe_visible_files(),
+            interval: Duration::from_millis(self.endpoint.hub.options.selection_interval_ms.max(50)),
             changed: (false, false),
             last_at: None,
             out: VecDeque::new(),
@@ -298,7 +285,7 @@ impl FrontEnd for McpServer {
     }
 
     fn status(&self) -> Value {
-        let mut status = base_status(Some(self.port), &self.discovery.path, self.hub.clients(AGENT.id));
+        let mut status = base_status(Some(self.port), &self.discovery.path, self.endpoint.hub.clients(AGENT.id));
         status["url"] = protocol::url(self.port).into();
         status["sessions"] = self.http.sessions.count().into();
         status["pid"] = std::process::id().into();

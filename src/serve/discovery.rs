@@ -5,6 +5,7 @@
 //! be ours and no symbolic link; each is removed on stop and on exit, and
 //! the files of editors that died are swept, only regular files of ours.
 
+use std::ffi::OsStr;
 use std::fs::{self, File, Permissions};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -40,6 +41,33 @@ pub enum PidIn {
     /// The pid is part of the file's name (Gemini's
     /// `gemini-ide-server-<pid>-<port>.json`).
     Name(fn(&str) -> Option<u32>),
+}
+
+/// The directory of this plugin's own data, where Amp's lockfiles (`ide/`)
+/// and the MCP server's discovery files (`mcp/`) live:
+/// `$AMP_DATA_HOME/amp` if set and non-empty, else `$XDG_DATA_HOME/amp` if
+/// set, non-empty and absolute (per the XDG spec relative values are
+/// ignored), else `<home>/.local/share/amp`; `None` when nothing applies.
+pub fn amp_data_dir(
+    amp_data_home: Option<&OsStr>,
+    xdg_data_home: Option<&OsStr>,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    let base = if let Some(amp) = amp_data_home.filter(|v| !v.is_empty()) {
+        PathBuf::from(amp)
+    } else if let Some(xdg) = xdg_data_home.filter(|v| !v.is_empty() && Path::new(v).is_absolute()) {
+        PathBuf::from(xdg)
+    } else {
+        home?.join(".local").join("share")
+    };
+    Some(base.join("amp"))
+}
+
+/// [`amp_data_dir`] of the real process environment and home directory.
+pub fn amp_data_dir_from_env() -> Option<PathBuf> {
+    let amp = std::env::var_os("AMP_DATA_HOME");
+    let xdg = std::env::var_os("XDG_DATA_HOME");
+    amp_data_dir(amp.as_deref(), xdg.as_deref(), dirs::home_dir().as_deref())
 }
 
 /// One front-end's discovery file: where it goes, and one writer at a

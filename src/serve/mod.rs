@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod budget;
 pub mod discovery;
+pub mod endpoint;
 pub mod front_end;
 pub mod hub;
 pub mod json_text;

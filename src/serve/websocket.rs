@@ -40,12 +40,11 @@ use tokio_tungstenite::WebSocketStream;
 
 pub use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use super::admission::{Admission, Policy, Request};
+use super::admission::{Admission, Request};
 use super::budget::{Held, Share};
-use super::hub::Hub;
+use super::endpoint::Endpoint;
 use super::json_text::{JsonText, Piecewise};
 use super::listener::HandshakeSlot;
-use super::registry::Agent;
 use super::write_deadline::{Abort, WRITE_TIMEOUT};
 use crate::core::log;
 use crate::core::review::ReviewEnd;
@@ -115,9 +114,8 @@ pub trait Protocol: Send + Sync + 'static {
     /// it is dropped, at the end of the connection).
     type Client: Send + Sync + 'static;
 
-    fn agent(&self) -> Agent;
-    fn hub(&self) -> &Arc<Hub>;
-    fn policy(&self) -> &Policy;
+    /// Whom it serves, the session's hub, who may connect.
+    fn endpoint(&self) -> &Endpoint;
     /// Answered in `Sec-WebSocket-Protocol` when the client offers it.
     fn subprotocol(&self) -> Option<&'static str> {
         None
@@ -145,8 +143,8 @@ pub trait Protocol: Send + Sync + 'static {
 /// Accepts `protocol`'s clients on `listener` until the session stops, as
 /// one of its tasks.
 pub fn spawn_accepting<P: Protocol>(protocol: Arc<P>, listener: tokio::net::TcpListener) {
-    let hub = protocol.hub().clone();
-    let agent = protocol.agent().id;
+    let hub = protocol.endpoint().hub.clone();
+    let agent = protocol.endpoint().agent.id;
     let serve = move |stream, slot| serve(protocol.clone(), stream, slot);
     let handshakes = hub.handshakes.clone();
     let accepting = hub.clone();
@@ -155,8 +153,8 @@ pub fn spawn_accepting<P: Protocol>(protocol: Arc<P>, listener: tokio::net::TcpL
 
 /// Serves one accepted connection of `protocol`.
 pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: HandshakeSlot) {
-    let hub = protocol.hub().clone();
-    let agent = protocol.agent();
+    let hub = protocol.endpoint().hub.clone();
+    let agent = protocol.endpoint().agent;
     // Until the client is admitted it holds a place among the pending
     // handshakes and goes when a newer connection needs the place.
     let cancel = slot.cancel.clone();
@@ -210,13 +208,13 @@ pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: Hands
 /// The upgrade under the front-end's policy: the socket and whether the
 /// client presented the token; `None` if refused or broken.
 async fn upgrade<P: Protocol>(stream: TcpStream, protocol: &P) -> Option<(Ws, bool)> {
-    let options = &protocol.hub().options;
+    let options = &protocol.endpoint().hub.options;
     let config = WebSocketConfig {
         max_message_size: Some(options.max_frame_bytes),
         max_frame_size: Some(options.max_frame_bytes),
         ..Default::default()
     };
-    let policy = protocol.policy();
+    let policy = &protocol.endpoint().policy;
     let subprotocol = protocol.subprotocol();
     let mut authenticated = false;
     // The error type is tungstenite's (its Callback trait), boxing is not ours to choose.
@@ -254,7 +252,7 @@ async fn upgrade<P: Protocol>(stream: TcpStream, protocol: &P) -> Option<(Ws, bo
             }
         }
     };
-    let deadline = protocol.hub().handshakes.timeout;
+    let deadline = protocol.endpoint().hub.handshakes.timeout;
     match timeout(deadline, tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config))).await {
         Ok(Ok(ws)) => Some((ws, authenticated)),
         Ok(Err(e)) => {
@@ -282,7 +280,7 @@ async fn run<P: Protocol>(
     outbox: Outbox,
     mut outgoing: mpsc::Receiver<Outgoing>,
 ) -> String {
-    let hub = protocol.hub();
+    let hub = &protocol.endpoint().hub;
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let ping_every = Duration::from_millis(hub.options.ping_interval_ms);
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);

@@ -12,11 +12,12 @@ import os
 import shutil
 import subprocess
 import time
-from http.server import BaseHTTPRequestHandler
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai_mock
-from model_stand_in import ScriptedModel, texts_of
+from conftest import wait_for
+from model_stand_in import ScriptedModel, StandInHandler, texts_of, with_tool_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fixtures" / "agents" / "node_modules"
@@ -46,41 +47,21 @@ class AnthropicMock(ScriptedModel):
         super().__init__(script)
         mock = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(StandInHandler):
             def do_HEAD(self):
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def do_GET(self):
-                body = b"{}"
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json({})
 
             def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
+                body = self.read_json()
                 path = self.path.split("?")[0]
                 if not path.endswith("/v1/messages"):
                     # count_tokens and anything else: a harmless answer.
-                    out = json.dumps({"input_tokens": 10}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(out)))
-                    self.end_headers()
-                    self.wfile.write(out)
+                    self.send_json({"input_tokens": 10})
                     return
                 blocks = mock._next_turn(body)
                 if body.get("stream"):
@@ -102,19 +83,10 @@ class AnthropicMock(ScriptedModel):
                 }
 
             def _whole(self, body, blocks):
-                out = json.dumps(self._message(body, blocks)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                self.send_json(self._message(body, blocks))
 
             def _stream(self, body, blocks):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
+                self.start_event_stream()
                 message = self._message(body, [])
                 message["stop_reason"] = None
 
@@ -145,22 +117,8 @@ class AnthropicMock(ScriptedModel):
         self.serve(Handler)
 
     def _next_turn(self, body: dict) -> list[dict]:
-        with self.changed:
-            self.requests.append(body)
-            main = bool(body.get("tools"))
-            turn = self.script.pop(0) if main and self.script else [{"type": "text", "text": "Done."}]
-            self.changed.notify_all()
-        blocks = []
-        for i, block in enumerate(turn):
-            block = dict(block)
-            if block["type"] == "tool_use":
-                block.setdefault("id", f"toolu_{len(self.requests):04d}_{i}")
-            blocks.append(block)
-        return blocks
-
-    def main_requests(self) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if r.get("tools")]
+        turn, n = self.take_turn(body, [{"type": "text", "text": "Done."}])
+        return with_tool_ids(turn, "toolu", n)
 
 
 
@@ -275,6 +233,23 @@ class Tmux:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{needle!r} never appeared on the agent's screen:\n{text}")
             time.sleep(0.2)
+
+    @contextmanager
+    def screen_on_failure(self, what: str):
+        """An AssertionError in the block is raised again as `what` with
+        the agent's screen (what the agent was doing instead)."""
+        try:
+            yield
+        except AssertionError:
+            raise AssertionError(f"{what}; screen:\n" + self.screen())
+
+    def wait_written(self, path: Path, text: str, timeout: float, what: str):
+        """Waits for the agent to write `text` to `path`; on timeout, the
+        file as it is and the agent's screen."""
+        try:
+            wait_for(lambda: path.read_text() == text, timeout, what)
+        except AssertionError:
+            raise AssertionError(f"file: {path.read_text()!r}; screen:\n" + self.screen())
 
     def close(self):
         import signal
@@ -480,39 +455,20 @@ class ResponsesMock(ScriptedModel):
         super().__init__(script)
         mock = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(StandInHandler):
             def do_GET(self):
                 # /v1/models and friends: an empty list.
-                body = json.dumps({"object": "list", "data": [], "models": []}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json({"object": "list", "data": [], "models": []})
 
             def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
+                body = self.read_json()
                 if not self.path.split("?")[0].endswith("/responses"):
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 items = mock._next_turn(body)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
+                self.start_event_stream()
                 rid = f"resp_{len(mock.requests)}"
 
                 def event(data):
@@ -529,17 +485,14 @@ class ResponsesMock(ScriptedModel):
 
         self.serve(Handler, "/v1")
 
+    def is_main(self, body: dict) -> bool:
+        # Side requests (the thread's title) ask for structured output.
+        return not (body.get("text") or {}).get("format")
+
     def _next_turn(self, body: dict) -> list[dict]:
-        with self.changed:
-            self.requests.append(body)
-            n = len(self.requests)
-            # Side requests (the thread's title) ask for structured output.
-            side = bool((body.get("text") or {}).get("format"))
-            if side:
-                turn = [{"type": "message", "text": json.dumps({"title": "Offline test"})}]
-            else:
-                turn = self.script.pop(0) if self.script else [{"type": "message", "text": "Done."}]
-            self.changed.notify_all()
+        # Once the script is used up, a short message; a side request, a title.
+        otherwise = "Done." if self.is_main(body) else json.dumps({"title": "Offline test"})
+        turn, n = self.take_turn(body, [{"type": "message", "text": otherwise}])
         items = []
         for i, step in enumerate(turn):
             if step["type"] == "apply_patch":
@@ -549,10 +502,6 @@ class ResponsesMock(ScriptedModel):
                 items.append({"type": "message", "role": "assistant", "id": f"msg_{n}_{i}", "status": "completed",
                               "content": [{"type": "output_text", "text": step["text"], "annotations": []}]})
         return items
-
-    def main_requests(self) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if not (r.get("text") or {}).get("format")]
 
 
 

@@ -13,6 +13,16 @@ import time
 from websockets.sync.client import connect
 
 
+def text_of(reply):
+    """A tools/call answer's first text, parsed when it is JSON."""
+    assert "result" in reply, reply
+    text = reply["result"]["content"][0]["text"]
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class Mcp:
     """A minimal MCP client over the Claude transport."""
 
@@ -41,13 +51,7 @@ class Mcp:
         self.ws.send(json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}}))
 
     def tool(self, name, arguments=None):
-        reply = self.request("tools/call", {"name": name, "arguments": arguments or {}})
-        assert "result" in reply, reply
-        text = reply["result"]["content"][0]["text"]
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        return text_of(self.request("tools/call", {"name": name, "arguments": arguments or {}}))
 
     def wait_notification(self, method, where=lambda p: True, timeout=10):
         deadline = time.monotonic() + timeout

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import time
-from http.server import BaseHTTPRequestHandler
 
-from model_stand_in import ScriptedModel
+from model_stand_in import ScriptedModel, StandInHandler, with_tool_ids
 
 MODEL = "m"
 
@@ -27,49 +26,27 @@ class OpenAIMock(ScriptedModel):
         self.side_text = side_text
         mock = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _json(self, value, status=200):
-                out = json.dumps(value).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
+        class Handler(StandInHandler):
             def do_GET(self):
                 # GET /v1/models: the one model.
                 if self.path.split("?")[0].endswith("/models"):
-                    self._json({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
+                    self.send_json({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
                 else:
-                    self._json({})
+                    self.send_json({})
 
             def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
+                body = self.read_json()
                 if not self.path.split("?")[0].endswith("/chat/completions"):
-                    self._json({"error": {"message": f"not served: {self.path}"}}, 404)
+                    self.send_json({"error": {"message": f"not served: {self.path}"}}, 404)
                     return
                 blocks = mock._next_turn(body)
                 if body.get("stream"):
                     self._stream(body, blocks)
                 else:
-                    self._json(mock._completion(body, blocks))
+                    self.send_json(mock._completion(body, blocks))
 
             def _stream(self, body, blocks):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
+                self.start_event_stream()
                 base = {"id": f"chatcmpl-{int(time.time() * 1e6)}", "object": "chat.completion.chunk",
                         "created": int(time.time()), "model": body.get("model", MODEL)}
 
@@ -113,22 +90,8 @@ class OpenAIMock(ScriptedModel):
                 "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
 
     def _next_turn(self, body: dict) -> list[dict]:
-        with self.changed:
-            self.requests.append(body)
-            main = bool(body.get("tools"))
-            turn = self.script.pop(0) if main and self.script else [{"type": "text", "text": self.side_text}]
-            self.changed.notify_all()
-        blocks = []
-        for i, block in enumerate(turn):
-            block = dict(block)
-            if block["type"] == "tool_use":
-                block.setdefault("id", f"call_{len(self.requests):04d}_{i}")
-            blocks.append(block)
-        return blocks
-
-    def main_requests(self) -> list[dict]:
-        with self.lock:
-            return [r for r in self.requests if r.get("tools")]
+        turn, n = self.take_turn(body, [{"type": "text", "text": self.side_text}])
+        return with_tool_ids(turn, "call", n)
 
 
 

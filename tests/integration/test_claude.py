@@ -13,6 +13,7 @@ from websockets.sync.client import connect
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
+import front_end_helpers as fh
 from mcp_clients import Mcp, handshake
 from review_helpers import open_review, wait_proposals, where_the_user_is, winbar
 
@@ -20,14 +21,13 @@ SETUP = {"agents": {"amp": True, "claude": True}}
 
 
 def claude_status(ed):
-    return ed.lua("return require('amp').status().agents.claude")
+    return fh.agent_status(ed, "claude")
 
 
 def claude_lock(ed):
-    status = wait_for(lambda: (claude_status(ed) or {}).get("port") and claude_status(ed), 10, "the Claude server")
-    path = ed.env.home / ".claude" / "ide" / f"{status['port']}.lock"
-    wait_for(path.exists, 10, f"the Claude lockfile {path}")
-    return path, json.loads(path.read_text()), status
+    return fh.wait_discovery_file(
+        ed, "claude", "port", lambda status: ed.env.home / ".claude" / "ide" / f"{status['port']}.lock",
+        "the Claude server", "the Claude lockfile")
 
 
 def test_claude_is_off_by_default(nvim_factory):
@@ -208,8 +208,7 @@ def test_real_claude_sees_the_selection_and_calls_get_diagnostics(nvim_factory, 
                                      message = "delta looks odd", source = "lint" } })
     """)
     # Lines 2-3 (1-based) selected in Visual line mode.
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
 
     mock = ah.AnthropicMock([[{"type": "tool_use", "name": "mcp__ide__getDiagnostics", "input": {}}]])
     env = ah.claude_home(amp_env.home, amp_env.workspace)
@@ -231,10 +230,8 @@ def test_real_claude_sees_the_selection_and_calls_get_diagnostics(nvim_factory, 
         assert "beta line" in text
         # The model asked for mcp__ide__getDiagnostics: approve it in the terminal.
         tmux.answer_dialog("Do you want to proceed?")
-        try:
+        with tmux.screen_on_failure("no getDiagnostics result reached the model"):
             answered = mock.wait_for(lambda rs: [r for r in rs if r.get("tools") and "delta looks odd" in ah.request_text(r)], 60)
-        except AssertionError:
-            raise AssertionError("no getDiagnostics result reached the model; screen:\n" + tmux.screen())
         assert "lint" in ah.request_text(answered[0])
     finally:
         tmux.close()
@@ -370,10 +367,8 @@ def test_real_claude_open_diff_accept_with_w_and_reject_with_q(nvim_factory, amp
         tmux.wait_screen("? for shortcuts", 60)
         time.sleep(1.0)
         tmux.submit("capitalize upon")
-        try:
+        with tmux.screen_on_failure("no review opened"):
             buf = review_open()
-        except AssertionError:
-            raise AssertionError("no review opened; screen:\n" + tmux.screen())
         # The proposal, tweaked by the user, then :w in it.
         assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]

@@ -7,12 +7,14 @@ PreToolUse hook into the review view."""
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import wait_for
 import agents_helpers as ah
+import front_end_helpers as fh
 from review_helpers import open_review, proposals, wait_proposals
 
 SETUP = {"agents": {"amp": True, "codex": True}, "codex": {"unofficial_ide_context": True}}
@@ -22,8 +24,7 @@ needs_codex = pytest.mark.skipif(not ah.codex_available(),
 
 
 def codex_status(ed):
-    return wait_for(lambda: (ed.lua("return require('amp').status().agents.codex") or {}).get("socket")
-                    and ed.lua("return require('amp').status().agents.codex"), 10, "the Codex front-end")
+    return fh.wait_started(ed, "codex", "socket", "the Codex front-end")
 
 
 def run_codex(ed, amp_env, mock) -> ah.Tmux:
@@ -39,11 +40,26 @@ def run_codex(ed, amp_env, mock) -> ah.Tmux:
     return ah.Tmux(amp_env.root, [str(ah.CODEX)] + args, env, amp_env.workspace)
 
 
-def ready(tmux: ah.Tmux):
+@contextmanager
+def codex_running(ed, amp_env, mock):
+    """The real Codex (`run_codex`) for the block, ready for a prompt. A
+    failure in the block shows Codex's screen; after it Codex and `mock`
+    are closed, and no process of Codex may stay: Codex 0.169's TUI can
+    leave a `codex app-server --managed-daemon` (a copy of itself under
+    $CODEX_HOME/packages/), but with the -c overrides of :Amp open codex it
+    serves itself in process."""
+    tmux = run_codex(ed, amp_env, mock)
     try:
-        tmux.wait_screen("›", 60)
-    except AssertionError:
-        raise AssertionError("Codex did not start; screen:\n" + tmux.screen())
+        with tmux.screen_on_failure("Codex did not start"):
+            tmux.wait_screen("›", 60)
+        yield tmux
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nscreen:\n{tmux.screen()}") from None
+    finally:
+        tmux.close()
+        mock.close()
+    home = str(amp_env.root / "codex-home")
+    assert wait_for(lambda: not codex_processes(home), 10, "Codex's processes to end")
 
 
 def rollout_items(amp_env) -> list[dict]:
@@ -80,32 +96,18 @@ def test_real_codex_ide_context_reaches_the_model(nvim_factory, amp_env):
     ed = nvim_factory(**SETUP)
     codex_status(ed)
     ed.edit(f)
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
     mock = ah.ResponsesMock([[{"type": "message", "text": "Fine."}]])
-    tmux = run_codex(ed, amp_env, mock)
-    try:
-        ready(tmux)
+    with codex_running(ed, amp_env, mock) as tmux:
         tmux.submit("/ide")
         tmux.wait_screen("IDE context is on.", 30)
         tmux.submit("what did I select?")
-        body = mock.wait_for(lambda reqs: next(
-            (r for r in reqs if "what did I select?" in ah.responses_text(r)), None), 60)
+        body = mock.wait_for_request("what did I select?", ah.responses_text, 60)
         text = ah.responses_text(body)
         assert "# Context from my IDE setup" in text, text[-3000:]
         assert "notes.txt" in text, text[-3000:]
         assert "beta line\ngamma line" in text, text[-3000:]
         tmux.wait_screen("Fine.", 60)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nscreen:\n{tmux.screen()}") from None
-    finally:
-        tmux.close()
-        mock.close()
-    # Codex 0.169's TUI can leave a `codex app-server --managed-daemon`
-    # (a copy of itself under $CODEX_HOME/packages/): with the -c overrides
-    # of :Amp open codex it serves itself in process, and nothing stays.
-    home = str(amp_env.root / "codex-home")
-    assert wait_for(lambda: not codex_processes(home), 10, "Codex's processes to end")
 
 
 def codex_processes(codex_home: str) -> list[str]:
@@ -140,25 +142,18 @@ def test_real_codex_patch_accepted_with_a_tweak_then_rejected_with_q(nvim_factor
         [{"type": "apply_patch", "patch": patch_of("*** Update File: story.txt\n@@\n-once\n+twice")}],
         [{"type": "message", "text": "Understood."}],
     ])
-    tmux = run_codex(ed, amp_env, mock)
-    try:
-        ready(tmux)
+    with codex_running(ed, amp_env, mock) as tmux:
         assert codex_processes(str(amp_env.root / "codex-home")), "the check below sees a running Codex"
         tmux.submit("capitalize upon")
-        try:
+        with tmux.screen_on_failure("no proposal arrived"):
             wait_proposals(ed, 1, 60)
-        except AssertionError:
-            raise AssertionError("no proposal arrived; screen:\n" + tmux.screen())
         win = open_review(ed, "story.txt (proposed by Codex)", pick="story.txt", arg="story.txt")
         buf = ed.lua("return vim.api.nvim_win_get_buf(...)", win)
         assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(..., 2, 3, false, { 'a good time' })", buf)
         ed.nvim.command("write")
         # Codex writes the file, with the user's tweak (our patch).
-        try:
-            wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Codex to write the tweak")
-        except AssertionError:
-            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        tmux.wait_written(f, "once\nUPON\na good time\n", 30, "Codex to write the tweak")
         wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
         tmux.wait_screen("Edited.", 60)
         # Codex records the patch as applied.
@@ -179,13 +174,3 @@ def test_real_codex_patch_accepted_with_a_tweak_then_rejected_with_q(nvim_factor
         told = ah.responses_text(mock.main_requests()[-1])
         assert "the user rejected the change to story.txt in Neovim's review" in told, told[-2000:]
         assert f.read_text() == "once\nUPON\na good time\n"
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nscreen:\n{tmux.screen()}") from None
-    finally:
-        tmux.close()
-        mock.close()
-    # Codex 0.169's TUI can leave a `codex app-server --managed-daemon`
-    # (a copy of itself under $CODEX_HOME/packages/): with the -c overrides
-    # of :Amp open codex it serves itself in process, and nothing stays.
-    home = str(amp_env.root / "codex-home")
-    assert wait_for(lambda: not codex_processes(home), 10, "Codex's processes to end")

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
-from mcp_clients import Events, Http
+import front_end_helpers as fh
+from mcp_clients import Events, Http, text_of
 from openai_mock import OpenAIMock, request_text
 from resilience_helpers import amp_log
 from review_helpers import open_review, proposals, wait_proposals, where_the_user_is, winbar
@@ -23,29 +24,19 @@ from review_helpers import open_review, proposals, wait_proposals, where_the_use
 SETUP = {"agents": {"amp": True, "copilot": True}}
 
 
-def tmpdir_env(amp_env):
-    """A private $TMPDIR: the socket's directory is $TMPDIR/amp-nvim-<uid>/copilot."""
-    tmp = amp_env.root / "tmp"
-    tmp.mkdir(exist_ok=True)
-    return {"TMPDIR": str(tmp)}
-
-
 def start(nvim_factory, amp_env, **kw):
-    extra = tmpdir_env(amp_env)
-    extra.update(kw.pop("_extra_env", {}))
-    return nvim_factory(**{**SETUP, **kw}, _extra_env=extra)
+    """With a private $TMPDIR: the socket's directory is $TMPDIR/amp-nvim-<uid>/copilot."""
+    return fh.start_with_private_tmpdir(nvim_factory, amp_env, SETUP, **kw)
 
 
 def copilot_status(ed):
-    return ed.lua("return require('amp').status().agents.copilot")
+    return fh.agent_status(ed, "copilot")
 
 
 def lockfile(ed):
-    status = wait_for(lambda: (copilot_status(ed) or {}).get("socket") and copilot_status(ed), 10,
-                      "the Copilot server")
-    path = ed.env.home / ".copilot" / "ide" / os.path.basename(status["lockfile"])
-    wait_for(path.exists, 10, f"the Copilot lockfile {path}")
-    return path, json.loads(path.read_text()), status
+    return fh.wait_discovery_file(
+        ed, "copilot", "socket", lambda status: ed.env.home / ".copilot" / "ide" / os.path.basename(status["lockfile"]),
+        "the Copilot server", "the Copilot lockfile")
 
 
 def nonce(lock):
@@ -63,18 +54,8 @@ def open_session(ed):
     return c, lock, status
 
 
-def text_of(reply):
-    """A tools/call answer's first text, parsed when it is JSON."""
-    assert "result" in reply, reply
-    text = reply["result"]["content"][0]["text"]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def test_copilot_is_off_by_default(nvim_factory, amp_env):
-    ed = nvim_factory(_extra_env=tmpdir_env(amp_env))
+    ed = nvim_factory(_extra_env=fh.private_tmpdir(amp_env))
     assert copilot_status(ed) == {"enabled": False}
     assert not (amp_env.home / ".copilot").exists()
     assert not (amp_env.root / "tmp" / f"amp-nvim-{os.geteuid()}").exists()
@@ -481,8 +462,7 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
     ed = start(nvim_factory, amp_env)
     lockfile(ed)
     ed.edit(f)
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
     tmux, model, logs = run_copilot(ed, amp_env, [[{"type": "text", "text": "Fine."}]])
     try:
         try:
@@ -494,8 +474,7 @@ def test_real_copilot_connects_sees_the_selection_and_takes_amp_send(nvim_factor
         assert copilot_status(ed)["pids"], "the connected process is known"
         tmux.submit("what did I select?")
         try:
-            body = model.wait_for(lambda rs: next((r for r in rs if "beta line\ngamma line" in request_text(r)),
-                                                  None), 60)
+            body = model.wait_for_request("beta line\ngamma line", request_text, 60)
         except AssertionError:
             raise AssertionError("no selection in the model request; screen:\n" + tmux.screen()
                                  + "\n".join(request_text(r)[-1500:] for r in model.requests))
@@ -577,10 +556,7 @@ def test_real_copilot_edit_saved_with_w_as_proposed_then_rejected_with_q(nvim_fa
         ed.nvim.command("undo")
         ed.nvim.command("write")
         # Copilot writes its proposal: the bytes on disk are its own.
-        try:
-            wait_for(lambda: f.read_text() == "once\nUPON\na time\n", 30, "Copilot to write its proposal")
-        except AssertionError:
-            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        tmux.wait_written(f, "once\nUPON\na time\n", 30, "Copilot to write its proposal")
         wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a time"], 10, "the buffer to reload")
         assert ed.lua("return vim.bo[vim.fn.bufnr(...)].modified", str(f)) is False
         tmux.wait_screen("Edited.", 60)
@@ -624,7 +600,7 @@ def test_real_copilot_opened_with_amp_open_attaches_with_nothing_set(nvim_factor
     try:
         env = ah.copilot_env(amp_env.home, mock.url)
         env.update({name: None for name in ah.CI_MARKERS}, PATH=f"{bindir}:{os.environ['PATH']}",
-                   **tmpdir_env(amp_env))
+                   **fh.private_tmpdir(amp_env))
         ed = nvim_factory(**SETUP, _extra_env=env)
         lockfile(ed)
         ed.nvim.command("set columns=160 lines=45")

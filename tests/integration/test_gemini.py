@@ -14,6 +14,7 @@ import pytest
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
+import front_end_helpers as fh
 from resilience_helpers import amp_log
 from mcp_clients import Events, Http
 from review_helpers import buffer_count, open_review, proposals, wait_proposals, where_the_user_is
@@ -21,39 +22,28 @@ from review_helpers import buffer_count, open_review, proposals, wait_proposals,
 SETUP = {"agents": {"amp": True, "gemini": True}}
 
 
-def tmpdir_env(amp_env):
-    """A private $TMPDIR: the discovery directory is $TMPDIR/gemini/ide."""
-    tmp = amp_env.root / "tmp"
-    tmp.mkdir(exist_ok=True)
-    return {"TMPDIR": str(tmp)}
-
-
 def start(nvim_factory, amp_env, **kw):
-    extra = tmpdir_env(amp_env)
-    extra.update(kw.pop("_extra_env", {}))
-    return nvim_factory(**{**SETUP, **kw}, _extra_env=extra)
+    """With a private $TMPDIR: the discovery directory is $TMPDIR/gemini/ide."""
+    return fh.start_with_private_tmpdir(nvim_factory, amp_env, SETUP, **kw)
 
 
 def gemini_status(ed):
-    return ed.lua("return require('amp').status().agents.gemini")
+    return fh.agent_status(ed, "gemini")
 
 
 def discovery(ed):
-    status = wait_for(lambda: (gemini_status(ed) or {}).get("port") and gemini_status(ed), 10, "the Gemini server")
-    path = ed.env.root / "tmp" / "gemini" / "ide" / f"gemini-ide-server-{ed.pid}-{status['port']}.json"
-    wait_for(path.exists, 10, f"the discovery file {path}")
-    return path, json.loads(path.read_text()), status
+    return fh.wait_discovery_file(
+        ed, "gemini", "port",
+        lambda status: ed.env.root / "tmp" / "gemini" / "ide" / f"gemini-ide-server-{ed.pid}-{status['port']}.json",
+        "the Gemini server", "the discovery file")
 
 
 def open_session(ed):
-    path, disc, status = discovery(ed)
-    c = Http(status["port"], disc["authToken"])
-    c.init = c.initialize()
-    return c, disc, status
+    return fh.open_http_session(*discovery(ed))
 
 
 def test_gemini_is_off_by_default(nvim_factory, amp_env):
-    ed = nvim_factory(_extra_env=tmpdir_env(amp_env))
+    ed = nvim_factory(_extra_env=fh.private_tmpdir(amp_env))
     assert gemini_status(ed) == {"enabled": False}
     assert not (amp_env.root / "tmp" / "gemini").exists()
     assert ed.lua("return vim.env.GEMINI_CLI_IDE_SERVER_PORT") is None
@@ -407,7 +397,7 @@ needs_gemini = pytest.mark.skipif(not ah.gemini_available(), reason="needs tests
 def run_gemini(ed, amp_env, turns, extra_env=None):
     responses = ah.gemini_fake_responses(amp_env.root / "responses.jsonl", turns)
     env = ah.gemini_home(amp_env.home)
-    env.update(tmpdir_env(amp_env))
+    env.update(fh.private_tmpdir(amp_env))
     # What a terminal Neovim starts gets (:Amp open gemini): the plugin's
     # agent variables, REMOTE_CONTAINERS included when this runs in a
     # container (as on CI), without which Gemini dials host.docker.internal.
@@ -440,8 +430,7 @@ def test_real_gemini_connects_and_sees_the_selection(nvim_factory, amp_env):
     ed = start(nvim_factory, amp_env)
     discovery(ed)
     ed.edit(f)
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
     # Gemini's own telemetry, to a local file, records what it sends the
     # model (the fake responses stand in for the model, not for the CLI).
     telemetry = amp_env.root / "telemetry.jsonl"
@@ -449,10 +438,8 @@ def test_real_gemini_connects_and_sees_the_selection(nvim_factory, amp_env):
         "GEMINI_TELEMETRY_ENABLED": "true", "GEMINI_TELEMETRY_TARGET": "local",
         "GEMINI_TELEMETRY_OUTFILE": str(telemetry), "GEMINI_TELEMETRY_LOG_PROMPTS": "true"})
     try:
-        try:
+        with tmux.screen_on_failure("Gemini did not connect"):
             wait_for(lambda: gemini_status(ed)["clients"] == 1, 60, "the real Gemini CLI to open its event stream")
-        except AssertionError:
-            raise AssertionError("Gemini did not connect; screen:\n" + tmux.screen())
         tmux.wait_screen("Type your message", 60)
         tmux.submit("/ide status")
         tmux.wait_screen("Connected to Neovim", 30)
@@ -498,19 +485,14 @@ def test_real_gemini_open_diff_accepted_with_w_then_rejected_with_q(nvim_factory
         wait_for(lambda: gemini_status(ed)["clients"] == 1, 60, "the real Gemini CLI to connect")
         tmux.wait_screen("Type your message", 60)
         tmux.submit("capitalize upon")
-        try:
+        with tmux.screen_on_failure("no review opened"):
             buf = wait_for(lambda: review_open(ed), 60, "Gemini's openDiff review in Neovim")
-        except AssertionError:
-            raise AssertionError("no review opened; screen:\n" + tmux.screen())
         assert ed.lua("return vim.api.nvim_get_current_buf()") == buf
         assert ed.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'a good time' })")
         ed.nvim.command("write")
         # Gemini writes the file itself, with the user's edit.
-        try:
-            wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Gemini to write the accepted text")
-        except AssertionError:
-            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        tmux.wait_written(f, "once\nUPON\na good time\n", 30, "Gemini to write the accepted text")
         wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
         tmux.wait_screen("Edit  story.txt → Accepted", 30)
         tmux.wait_screen("Edited.", 60)

@@ -16,6 +16,7 @@ import time
 import pytest
 
 import agents_helpers as ah
+import front_end_helpers as fh
 from conftest import wait_for
 from mcp_sdk import SdkClient, http_spec, sdk_available, stdio_spec
 from review_helpers import open_review, proposals, wait_proposals
@@ -31,10 +32,9 @@ def mcp_status(ed) -> dict:
 
 
 def discovery(ed) -> tuple:
-    status = wait_for(lambda: mcp_status(ed).get("port") and mcp_status(ed), 10, "the MCP server")
-    path = ed.env.data_home / "amp" / "mcp" / f"{status['port']}.json"
-    wait_for(path.exists, 10, f"the discovery file {path}")
-    return path, json.loads(path.read_text()), status
+    return fh.wait_discovery_file(
+        ed, "mcp", "port", lambda status: ed.env.data_home / "amp" / "mcp" / f"{status['port']}.json",
+        "the MCP server", "the discovery file")
 
 
 @pytest.fixture
@@ -122,8 +122,7 @@ def test_the_sdk_over_the_stdio_entry_point_calls_every_tool(nvim_factory, amp_e
     assert c.text("read_file", {"path": "notes.txt"}) == "ALPHA (unsaved)\nbeta line\ngamma line\n"
     assert c.text("read_file", {"path": str(ws / "other.txt")}) == "other\n"
     # The selection: lines 2-3 in Visual line mode, 1-based.
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
     sel = wait_for(lambda: (s := c.json("get_selection"))["text"] and s, 5, "the selection")
     assert sel["path"] == str(notes) and sel["text"] == "beta line\ngamma line"
     assert sel["start"] == {"line": 2, "column": 1} and sel["isEmpty"] is False
@@ -387,16 +386,12 @@ def test_real_gemini_cli_calls_the_tools_and_its_edit_goes_through_the_review(nv
     log = amp_env.state_home / "nvim" / "amp.log"
     tmux = ah.Tmux(amp_env.root, ah.gemini_argv(responses), env, ws)
     try:
-        try:
+        with tmux.screen_on_failure("Gemini did not start"):
             tmux.wait_screen("Type your message", 60)
-        except AssertionError:
-            raise AssertionError("Gemini did not start; screen:\n" + tmux.screen())
         wait_for(lambda: mcp_status(ed)["sessions"] >= 1, 30, "Gemini's MCP session")
         tmux.submit("capitalize upon")
-        try:
+        with tmux.screen_on_failure("no proposal"):
             wait_proposals(ed, 1, timeout=60)
-        except AssertionError:
-            raise AssertionError("no proposal; screen:\n" + tmux.screen())
         logged = log.read_text()
         assert '"name":"read_file"' in logged and '"name":"propose_edit"' in logged, logged[-3000:]
         win = open_review(ed, "story.txt (proposed by MCP)")
@@ -407,10 +402,8 @@ def test_real_gemini_cli_calls_the_tools_and_its_edit_goes_through_the_review(nv
         ed.nvim.command("write")
         wait_for(lambda: story.read_text() == "twice\nUPON\na time (unsaved)\n", 30, "the accepted text on disk")
         assert ed.buf_lines(story) == ["twice", "UPON", "a time (unsaved)"]
-        try:
+        with tmux.screen_on_failure("Gemini did not go on"):
             tmux.wait_screen("Edited after your review.", 60)
-        except AssertionError:
-            raise AssertionError("Gemini did not go on; screen:\n" + tmux.screen())
     finally:
         tmux.close()
 

@@ -19,23 +19,14 @@ from websockets.exceptions import ConnectionClosed
 
 from conftest import wait_for
 import agents_helpers as ah
+import front_end_helpers as fh
 from mcp_clients import Mcp
 from openai_mock import OpenAIMock
 from resilience_helpers import amp_log
+from test_claude import claude_lock, claude_status
 from test_terminal import NO_CI, notes, read_env, record_notes, recording_agent
 
 SETUP = {"agents": {"amp": True, "claude": True}}
-
-
-def claude_status(ed):
-    return ed.lua("return require('amp').status().agents.claude")
-
-
-def claude_lock(ed):
-    status = wait_for(lambda: (claude_status(ed) or {}).get("port") and claude_status(ed), 10, "the Claude server")
-    path = ed.env.home / ".claude" / "ide" / f"{status['port']}.lock"
-    wait_for(path.exists, 10, f"the Claude lockfile {path}")
-    return path, json.loads(path.read_text()), status
 
 
 def record_events(ed):
@@ -211,8 +202,7 @@ def test_real_opencode_attaches_gets_the_selection_and_a_mention(nvim_factory, a
         wait_for(lambda: "Ask anything" in screen(ed, buf), 30, "OpenCode's prompt")
         # A Visual selection in the file's window, kept while the prompt goes.
         ed.nvim.command("wincmd p")
-        ed.nvim.input("jVj")
-        wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+        fh.enter_visual_lines(ed)
         typed(ed, job, "what did I select?")
         body = mock.wait_for(lambda reqs: next((r for r in reqs if r.get("tools")
                                                 and "what did I select?" in user_text(r)), None), 45)

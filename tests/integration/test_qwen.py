@@ -14,6 +14,7 @@ import pytest
 
 from conftest import dead_pid, wait_for
 import agents_helpers as ah
+import front_end_helpers as fh
 from mcp_clients import Events, Http
 from openai_mock import OpenAIMock, request_text
 from review_helpers import open_review, proposals, wait_proposals, where_the_user_is
@@ -22,21 +23,17 @@ SETUP = {"agents": {"amp": True, "qwen": True}}
 
 
 def qwen_status(ed):
-    return ed.lua("return require('amp').status().agents.qwen")
+    return fh.agent_status(ed, "qwen")
 
 
 def lockfile(ed, ide_dir=None):
-    status = wait_for(lambda: (qwen_status(ed) or {}).get("port") and qwen_status(ed), 10, "the Qwen server")
-    path = (ide_dir or ed.env.home / ".qwen" / "ide") / f"{status['port']}.lock"
-    wait_for(path.exists, 10, f"the lockfile {path}")
-    return path, json.loads(path.read_text()), status
+    return fh.wait_discovery_file(
+        ed, "qwen", "port", lambda status: (ide_dir or ed.env.home / ".qwen" / "ide") / f"{status['port']}.lock",
+        "the Qwen server", "the lockfile")
 
 
 def open_session(ed):
-    path, lock, status = lockfile(ed)
-    c = Http(status["port"], lock["authToken"])
-    c.init = c.initialize()
-    return c, lock, status
+    return fh.open_http_session(*lockfile(ed))
 
 
 def test_qwen_is_off_by_default(nvim_factory, amp_env):
@@ -236,15 +233,12 @@ def test_real_qwen_connects_and_the_selection_reaches_the_model(nvim_factory, am
     ed = nvim_factory(**SETUP)
     lockfile(ed)
     ed.edit(f)
-    ed.nvim.input("jVj")
-    wait_for(lambda: ed.lua("return vim.fn.mode()") == "V", 5, "Visual mode")
+    fh.enter_visual_lines(ed)
     mock = OpenAIMock([[{"type": "text", "text": "Fine."}]])
     tmux = run_qwen(ed, amp_env, mock)
     try:
-        try:
+        with tmux.screen_on_failure("Qwen did not connect"):
             wait_for(lambda: qwen_status(ed)["clients"] == 1, 60, "the real Qwen Code to open its event stream")
-        except AssertionError:
-            raise AssertionError("Qwen did not connect; screen:\n" + tmux.screen())
         wait_for(lambda: ed.lua("return require('amp').statusline()") == "amp: 1 agent (Qwen)", 5, "the statusline")
         tmux.wait_screen("Type your message", 60)
         tmux.submit("/ide status")
@@ -252,8 +246,7 @@ def test_real_qwen_connects_and_the_selection_reaches_the_model(nvim_factory, am
         wait_for(lambda: "notes.txt (active)" in tmux.screen(), 10, "the active file in /ide status")
         tmux.submit("what did I select?")
         tmux.wait_screen("Fine.", 60)
-        body = mock.wait_for(lambda reqs: next((r for r in reqs if "what did I select?" in request_text(r)), None),
-                             30)
+        body = mock.wait_for_request("what did I select?", request_text, 30)
         text = request_text(body)
         # What the model is told: the active file, the 1-based cursor (the
         # end of the Visual line selection: after "gamma line") and the text.
@@ -289,19 +282,14 @@ def test_real_qwen_edit_accepted_with_a_tweak_then_rejected_with_q(nvim_factory,
         wait_for(lambda: qwen_status(ed)["clients"] == 1, 60, "the real Qwen Code to connect")
         tmux.wait_screen("Type your message", 60)
         tmux.submit("capitalize upon")
-        try:
+        with tmux.screen_on_failure("no proposal arrived"):
             wait_proposals(ed, 1, 60)
-        except AssertionError:
-            raise AssertionError("no proposal arrived; screen:\n" + tmux.screen())
         buf = proposal_buffer(ed, f)
         assert ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf) == ["once", "UPON", "a time"]
         ed.lua("vim.api.nvim_buf_set_lines(..., 2, 3, false, { 'a good time' })", buf)
         ed.nvim.command("write")
         # Qwen writes the file itself, with the user's tweak.
-        try:
-            wait_for(lambda: f.read_text() == "once\nUPON\na good time\n", 30, "Qwen to write the accepted text")
-        except AssertionError:
-            raise AssertionError(f"file: {f.read_text()!r}; screen:\n" + tmux.screen())
+        tmux.wait_written(f, "once\nUPON\na good time\n", 30, "Qwen to write the accepted text")
         wait_for(lambda: ed.buf_lines(f) == ["once", "UPON", "a good time"], 10, "the buffer to reload")
         tmux.wait_screen("Edited.", 60)
         # Qwen records the edit as accepted and changed by the user, and

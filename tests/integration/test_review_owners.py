@@ -14,13 +14,14 @@ from review_helpers import messages, open_review, proposals, wait_proposals
 from mcp_clients import Mcp, handshake
 from test_claude import claude_lock
 from mcp_clients import Events
-from test_gemini import open_session, tmpdir_env
+import front_end_helpers as fh
+from test_gemini import open_session
 
 ALL = {"agents": {"amp": True, "claude": True, "gemini": True}, "review": {"edit_file": True, "timeout_ms": 60000}}
 
 
 def start_all(nvim_factory, amp_env):
-    return nvim_factory(**ALL, _extra_env=tmpdir_env(amp_env))
+    return nvim_factory(**ALL, _extra_env=fh.private_tmpdir(amp_env))
 
 
 def claude_client(ed) -> Mcp:

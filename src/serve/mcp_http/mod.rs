@@ -52,6 +52,7 @@ use self::sessions::{Refused, Session, Sessions, STREAM_GRACE};
 use self::sse::{Body, Feed};
 use super::admission::{Admission, Policy, Request as Admitted};
 use super::budget::{Held, Share};
+use super::endpoint::Endpoint;
 use super::hub::Hub;
 use super::listener::{Accept, HandshakeSlot};
 use super::registry::Agent;
@@ -76,9 +77,8 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// What an MCP-over-HTTP front-end adds: who it serves, its admission
 /// rules, its tools, and its feed of the editor's context.
 pub trait Protocol: Send + Sync + 'static {
-    fn agent(&self) -> Agent;
-    fn hub(&self) -> &Arc<Hub>;
-    fn policy(&self) -> &Policy;
+    /// Whom it serves, the session's hub, who may connect.
+    fn endpoint(&self) -> &Endpoint;
     fn http(&self) -> &McpHttp;
     /// The answer to one request of `session`; `held` (the request's place
     /// and bytes) is released before waiting for the user.
@@ -138,8 +138,8 @@ where
     L: Accept,
     L::Stream: Abort,
 {
-    let hub = protocol.hub().clone();
-    let agent = protocol.agent().id;
+    let hub = protocol.endpoint().hub.clone();
+    let agent = protocol.endpoint().agent.id;
     let serving = protocol.clone();
     let serve = move |stream, slot| serve(serving.clone(), stream, slot);
     let handshakes = hub.handshakes.clone();
@@ -156,7 +156,7 @@ where
     P: Protocol,
     S: AsyncRead + AsyncWrite + Abort + Unpin + Send + 'static,
 {
-    let hub = protocol.hub().clone();
+    let hub = protocol.endpoint().hub.clone();
     let cancel = slot.cancel.clone();
     let standing = Arc::new(Mutex::new(Standing::Pending(slot)));
     let service = service_fn(move |req| {
@@ -215,8 +215,8 @@ fn refused(why: Refused) -> Response<Body> {
 }
 
 async fn handle<P: Protocol>(req: Request<Incoming>, protocol: &Arc<P>, standing: &Mutex<Standing>) -> Response<Body> {
-    let agent = protocol.agent();
-    if let Err((status, reason)) = admit(req.headers(), req.uri().query(), protocol.policy(), agent) {
+    let agent = protocol.endpoint().agent;
+    if let Err((status, reason)) = admit(req.headers(), req.uri().query(), &protocol.endpoint().policy, agent) {
         return closing(status, &reason);
     }
     {
@@ -268,7 +268,7 @@ async fn route<P: Protocol>(req: Request<Incoming>, protocol: &Arc<P>) -> Respon
         (Method::GET, Some(id)) => open_stream(protocol, &id),
         (Method::DELETE, Some(id)) => {
             if sessions.end(&id, "session ended by the client") {
-                log::info(format!("{}: a client ended its session", protocol.agent().id));
+                log::info(format!("{}: a client ended its session", protocol.endpoint().agent.id));
                 plain(StatusCode::OK, "session ended")
             } else {
                 refused(Refused::Unknown)
@@ -287,8 +287,8 @@ async fn route<P: Protocol>(req: Request<Incoming>, protocol: &Arc<P>) -> Respon
 /// (the registry) from its first stream until the session ends or its
 /// stream stays closed past [`STREAM_GRACE`].
 fn open_stream<P: Protocol>(protocol: &Arc<P>, id: &str) -> Response<Body> {
-    let hub = protocol.hub().clone();
-    let agent = protocol.agent();
+    let hub = protocol.endpoint().hub.clone();
+    let agent = protocol.endpoint().agent;
     let on_close = {
         let hub = hub.clone();
         move |session: Arc<Session>| {
@@ -330,7 +330,7 @@ fn open_stream<P: Protocol>(protocol: &Arc<P>, id: &str) -> Response<Body> {
 }
 
 async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, protocol: &Arc<P>) -> Response<Body> {
-    let hub = protocol.hub();
+    let hub = &protocol.endpoint().hub;
     let max = hub.options.max_frame_bytes;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|h| h.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
@@ -364,7 +364,7 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
     drop(body);
     let sessions = &protocol.http().sessions;
     let (session, new) = if method == "initialize" {
-        match sessions.create(protocol.agent().name) {
+        match sessions.create(protocol.endpoint().agent.name) {
             Ok(s) => {
                 close_reviews_when_ended(hub, &s);
                 (s, true)
@@ -383,7 +383,7 @@ async fn post<P: Protocol>(req: Request<Incoming>, session_id: Option<String>, p
             }
         }
     };
-    let agent = protocol.agent().id;
+    let agent = protocol.endpoint().agent.id;
     crate::log_debug!("{agent}: {method} {}", log::untrusted(&params.to_string()));
     let reply = match protocol.request(&session, &method, params, &mut held).await {
         Ok(result) => mcp::result(&id, result),
