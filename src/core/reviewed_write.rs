@@ -125,6 +125,16 @@ mod tests {
         }
     }
 
+    fn access<'a>(editor: &'a FakeEditor, watch: &'a FileWatch, loaded: &'a LoadedBuffers) -> FileAccess<'a> {
+        FileAccess {
+            editor,
+            watch,
+            loaded,
+            max_file_bytes: 1 << 20,
+            write_autocmds: crate::core::editor::WriteAutocmds::Post,
+        }
+    }
+
     #[tokio::test]
     async fn the_user_decides_what_is_written_and_the_time_limit_closes_the_review() {
         let dir = crate::testutil::TempDir::new("reviewed-write");
@@ -133,13 +143,7 @@ mod tests {
         let editor = FakeEditor::new(true);
         let (watch, loaded) = (FileWatch::default(), LoadedBuffers::default());
         loaded.set(vec![]);
-        let files = FileAccess {
-            editor: &editor,
-            watch: &watch,
-            loaded: &loaded,
-            max_file_bytes: 1 << 20,
-            write_autocmds: crate::core::editor::WriteAutocmds::Post,
-        };
+        let files = access(&editor, &watch, &loaded);
         editor.decide(vec![Decision::Rejected, Decision::Accepted("mine\n".into())]);
         let wait = Duration::from_secs(5);
         let rejected = review_and_write(&files, proposal(&file, "old\n", "theirs\n"), wait).await.unwrap();
@@ -172,13 +176,7 @@ mod tests {
         let editor = FakeEditor::new(true);
         let (watch, loaded) = (FileWatch::default(), LoadedBuffers::default());
         loaded.set(vec![]);
-        let files = FileAccess {
-            editor: &editor,
-            watch: &watch,
-            loaded: &loaded,
-            max_file_bytes: 1 << 20,
-            write_autocmds: crate::core::editor::WriteAutocmds::Post,
-        };
+        let files = access(&editor, &watch, &loaded);
         let wait = Duration::from_secs(5);
         editor.decide(vec![Decision::Rejected, Decision::Accepted("mine".into())]);
         let rejected = review_and_create(&files, proposal(&file, "", "theirs\n"), wait).await.unwrap();
