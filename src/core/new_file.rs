@@ -33,11 +33,7 @@ pub fn bytes_of(text: &str, eol: LineEnd) -> Vec<u8> {
     if text.is_empty() {
         return Vec::new();
     }
-    let end: &[u8] = match eol {
-        LineEnd::Unix => b"\n",
-        LineEnd::Dos => b"\r\n",
-        LineEnd::Mac => b"\r",
-    };
+    let end = eol.as_str().as_bytes();
     let body = text.strip_suffix('\n').unwrap_or(text);
     let mut out = Vec::with_capacity(text.len() + text.len() / 16 + 2);
     for (i, line) in body.split('\n').enumerate() {
