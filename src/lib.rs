@@ -14,6 +14,7 @@
 //!   bridge, the Lua helpers, the lifecycles) and the module's entry point.
 
 pub mod amp;
+mod big_alloc;
 pub mod claude;
 pub mod codex;
 pub mod copilot;
@@ -28,3 +29,8 @@ pub mod serve;
 pub mod tap;
 #[cfg(test)]
 mod testutil;
+
+/// Big allocations (an agent's messages and files) on pages of their own,
+/// returned to the system when freed (see `big_alloc`).
+#[global_allocator]
+static ALLOCATOR: big_alloc::BigPages = big_alloc::BigPages;

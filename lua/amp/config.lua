@@ -43,16 +43,29 @@ local H = {}
 ---@field terminal amp.TerminalConfig
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
-local schema = require("amp.config.schema")
-
-M.schema = schema.options
-M.log_levels = schema.log_levels
-M.terminal_agents = schema.terminal_agents
-M.terminal_positions = schema.terminal_positions
-M.review_layouts = schema.review_layouts
+-- The schema is loaded when something needs it: checking options the user
+-- gave, or reading one of these fields. `setup({})` at start-up needs
+-- neither (lua/amp/config/defaults.lua has what they need): building the
+-- schema is most of this module's cost.
+local schema ---@type table?
+local from_schema = {
+  schema = "options",
+  log_levels = "log_levels",
+  terminal_agents = "terminal_agents",
+  terminal_positions = "terminal_positions",
+  review_layouts = "review_layouts",
+}
+setmetatable(M, {
+  __index = function(_, key)
+    if from_schema[key] or key == "defaults" then
+      H.load_schema()
+      return rawget(M, key)
+    end
+  end,
+})
 
 --- "server.max_clients" -> { "server", "max_clients" } (string.find, not
---- gmatch: this runs for every option when the module loads, at start-up).
+--- gmatch: this runs for every option when the schema loads).
 function H.split(dotted)
   local parts, from = {}, 1
   while true do
@@ -62,16 +75,6 @@ function H.split(dotted)
       return parts
     end
     from = dot + 1
-  end
-end
-
--- Each option's path in the configuration table, and in the native
--- options (`rust`), split once.
-H.paths, H.rust_paths = {}, {}
-for i, option in ipairs(schema.options) do
-  H.paths[i] = H.split(option.name)
-  if option.rust then
-    H.rust_paths[i] = H.split(option.rust)
   end
 end
 
@@ -109,23 +112,48 @@ function H.get(tbl, path)
   return tbl
 end
 
---- Every option at its default, from the schema (see :help amp-config).
----@type amp.Config
-M.defaults = {}
--- Keys that a table may hold besides those in the defaults (their default is nil).
-H.optional_keys = {}
-for i, option in ipairs(schema.options) do
-  H.set(M.defaults, H.paths[i], H.copy(option.default))
-  if option.default == nil then
-    H.optional_keys[option.name] = true
+--- Loads the schema (once) and what is built from it: the fields in
+--- `from_schema`, `M.defaults`, and each option's path split once.
+function H.load_schema()
+  if schema then
+    return schema
   end
+  schema = require("amp.config.schema")
+  for field, key in pairs(from_schema) do
+    rawset(M, field, schema[key])
+  end
+  -- Each option's path in the configuration table.
+  H.paths = {}
+  for i, option in ipairs(schema.options) do
+    H.paths[i] = H.split(option.name)
+  end
+  --- Every option at its default, from the schema (see :help amp-config).
+  ---@type amp.Config
+  local defaults = {}
+  -- Keys that a table may hold besides those in the defaults (their default is nil).
+  H.optional_keys = {}
+  for i, option in ipairs(schema.options) do
+    H.set(defaults, H.paths[i], H.copy(option.default))
+    if option.default == nil then
+      H.optional_keys[option.name] = true
+    end
+  end
+  rawset(M, "defaults", defaults)
+  H.command_type = { check = schema.is_command, expect = "a non-empty list of strings" }
+  return schema
 end
+
+-- lua/amp/config/defaults.lua: the defaults, and the native options of a
+-- configuration, without the schema (generated from it; test_config.py
+-- checks that it is current).
+local generated = require("amp.config.defaults")
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
 ---@param config? amp.Config
 ---@return string[]
 function M.agent_names(config)
+  H.load_schema()
   local cmd = (config or M.defaults).terminal.cmd
   local names, seen = {}, {}
   for _, name in ipairs(M.terminal_agents) do
@@ -155,9 +183,11 @@ function M.resolve(user)
   end
   if user == nil or next(user) == nil then
     -- The defaults, which are valid (tests/integration/test_config.py
-    -- validates them): `setup({})`'s work at start-up is a copy.
-    return H.normalize(H.copy(M.defaults)), nil, nil
+    -- validates them): `setup({})`'s work at start-up is a table
+    -- constructor, without the schema.
+    return H.normalize(generated.defaults()), nil, nil
   end
+  H.load_schema()
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
   for _, key in ipairs({
     "agents",
@@ -228,6 +258,7 @@ end
 ---@return boolean ok
 ---@return string|nil err
 function M.validate(config)
+  H.load_schema()
   for i, option in ipairs(schema.options) do
     local err = H.check(option, H.get(config, H.paths[i]), config)
     if err then
@@ -252,14 +283,8 @@ end
 ---@param config amp.Config resolved
 ---@return table
 function M.native_options(config)
-  local opts = {}
-  for i, path in pairs(H.rust_paths) do
-    H.set(opts, path, H.copy(H.get(config, H.paths[i])))
-  end
-  return opts
+  return generated.native(config, H.copy)
 end
-
-H.command_type = { check = schema.is_command, expect = "a non-empty list of strings" }
 
 --- The error naming `option` when `value` does not fit it, else nil.
 function H.check(option, value, config)
@@ -307,6 +332,7 @@ end
 ---@param config table
 ---@return string[] names, e.g. { "server.prot" }
 function M.unknown(config)
+  H.load_schema()
   return H.unknown_keys(config, M.defaults, "")
 end
 
@@ -349,10 +375,16 @@ function H.unknown_keys(tbl, defaults, prefix)
 end
 
 function H.normalize(config)
-  if config.log_file == nil then
-    config.log_file = vim.fs.joinpath(vim.fn.stdpath("log"), "amp.log")
-  end
-  config.log_file = vim.fn.fnamemodify(vim.fs.normalize(config.log_file), ":p")
+  local log_file = config.log_file or (vim.fn.stdpath("log") .. "/amp.log")
+  -- An absolute path without `//`, `.` or `..` parts, a trailing `/`,
+  -- `~`, `$` or `\` is already what normalizing gives (as stdpath()'s usually is):
+  -- vim.fs is not loaded for it at start-up.
+  local plain = log_file:sub(1, 1) == "/"
+    and not log_file:find("//", 1, true)
+    and not log_file:find("/%.%.?/")
+    and not log_file:find("/%.?%.?$")
+    and not log_file:find("[\\~$]")
+  config.log_file = plain and log_file or vim.fn.fnamemodify(vim.fs.normalize(log_file), ":p")
   config.log_level = config.log_level:lower()
   local range = config.server.port_range
   if range ~= nil then

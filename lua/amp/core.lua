@@ -29,11 +29,10 @@ function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
   -- The log is the plugin's own file: never watched, reviewed or reported.
-  local log_dir = vim.fs.dirname(config.log_file)
   require("amp.buffer").set_own_files({
     config.log_file,
     config.log_file .. ".1",
-    vim.fs.joinpath(log_dir, "amp-build.log"),
+    H.dirname(config.log_file) .. "/amp-build.log",
   })
   H.create_autocmds()
   local _, load_err = native.load()
@@ -55,7 +54,7 @@ function M.setup(opts, config)
   if running or not config.auto_start then
     -- (A server that starts now configures the log itself: start()
     -- already does the same work, once, on the start-up path.)
-    H.mkdir(vim.fs.dirname(config.log_file))
+    H.mkdir(H.dirname(config.log_file))
     native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   end
   if running then
@@ -328,7 +327,7 @@ end
 function H.native_opts(config, version, opts)
   local v = require("amp.version").nvim()
   local server = config.server
-  H.mkdir(vim.fs.dirname(config.log_file))
+  H.mkdir(H.dirname(config.log_file))
   opts.ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch)
   opts.workspace_folders = { vim.fn.getcwd() }
   opts.preferred_port = H.preferred_port(server)
@@ -355,14 +354,21 @@ function H.preferred_port(server)
   return server.port == 0 and port or 0
 end
 
+--- The directory of an absolute path ("/a/b" -> "/a", "/a" -> "/"): a
+--- string pattern, as vim.fs is not loaded at start-up for this. (The
+--- log file's path is absolute and normalized: see amp.config.)
+function H.dirname(path)
+  return path:match("^(.*[^/])/+[^/]*$") or "/"
+end
+
 --- `mkdir -p` that takes a directory made by someone else at the same
 --- moment as success (vim.fn.mkdir fails with E739 then).
 function H.mkdir(dir)
   if vim.uv.fs_stat(dir) then
     return
   end
-  local parent = vim.fs.dirname(dir)
-  if parent and parent ~= dir then
+  local parent = H.dirname(dir)
+  if parent ~= dir then
     H.mkdir(parent)
   end
   local ok, err = vim.uv.fs_mkdir(dir, 493) -- 0755, less the umask
@@ -404,27 +410,97 @@ function H.map_review_key(config)
 end
 
 -- Modules that feed editor events to the running server: each has
--- `attach(native_module)` and `detach()`.
-H.features = { "amp.context", "amp.files" }
+-- `attach(native_module)` and `detach()`, and makes its autocmds in
+-- `group`, for `events` (tests/integration/test_startup.py checks the
+-- lists against what they make). Each is loaded and attached on the first
+-- of its events after the server starts, not at start-up: until then
+-- nothing it reports or watches has changed since `start` read the
+-- editor's state. That first event is then run again for its autocmds.
+H.features = {
+  {
+    module = "amp.context",
+    group = "AmpEditorContext",
+    events = {
+      "ModeChanged",
+      "BufEnter",
+      "WinEnter",
+      "CursorMoved",
+      "CursorMovedI",
+      "TextChanged",
+      "TextChangedI",
+      "BufWinEnter",
+      "BufWinLeave",
+      "WinNew",
+      "TabEnter",
+      "BufFilePost",
+      "BufNew",
+      "BufAdd",
+      "BufReadPost",
+      "FileType",
+      "TermOpen",
+      "OptionSet",
+      "BufWipeout",
+      "WinClosed",
+    },
+  },
+  {
+    module = "amp.files",
+    group = "AmpFileWatch",
+    events = { "BufReadPost", "BufNewFile", "BufFilePost", "BufUnload", "BufDelete", "BufWipeout", "BufWritePost" },
+  },
+}
 
 function H.attach_features(automatic)
   local mod = native.load()
-  for _, name in ipairs(H.features) do
-    local ok, err = pcall(function()
-      require(name).attach(mod)
-    end)
-    if not ok then
-      H.fail(("amp: %s could not start: %s"):format(name, err), automatic)
+  for _, feature in ipairs(H.features) do
+    if package.loaded[feature.module] then
+      H.attach_feature(feature, mod, automatic)
+    else
+      vim.api.nvim_create_autocmd(feature.events, {
+        group = vim.api.nvim_create_augroup(feature.group, { clear = true }),
+        desc = ("amp: load %s on its first event"):format(feature.module),
+        callback = function(ev)
+          -- Its attach() replaces this group's autocmds with its own.
+          if H.attach_feature(feature, mod, automatic) then
+            H.replay(feature.group, ev)
+          end
+        end,
+      })
     end
   end
 end
 
+--- Attaches one feature; false (said once) when it failed.
+function H.attach_feature(feature, mod, automatic)
+  local ok, err = pcall(function()
+    require(feature.module).attach(mod)
+  end)
+  if not ok then
+    pcall(vim.api.nvim_del_augroup_by_name, feature.group)
+    H.fail(("amp: %s could not start: %s"):format(feature.module, err), automatic)
+  end
+  return ok
+end
+
+--- Runs `ev` again for the autocmds of `group` only: for the buffer it
+--- fired for (buffer-local ones too), or for OptionSet its option.
+function H.replay(group, ev)
+  local opts = { group = group, modeline = false, data = ev.data }
+  if ev.event == "OptionSet" then
+    opts.pattern = ev.match
+  else
+    opts.buffer = ev.buf
+  end
+  pcall(vim.api.nvim_exec_autocmds, ev.event, opts)
+end
+
 function H.detach_features()
-  for _, name in ipairs(H.features) do
-    local ok, feature = pcall(require, name)
-    if ok and type(feature.detach) == "function" then
-      pcall(feature.detach)
+  for _, feature in ipairs(H.features) do
+    local loaded = package.loaded[feature.module]
+    if loaded and type(loaded.detach) == "function" then
+      pcall(loaded.detach)
     end
+    pcall(vim.api.nvim_del_augroup_by_name, feature.group)
   end
 end
 

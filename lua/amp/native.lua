@@ -29,8 +29,9 @@ function M.root()
   if not H.root then
     local source = debug.getinfo(1, "S").source:gsub("^@", "")
     local file = vim.uv.fs_realpath(source) or vim.fn.fnamemodify(source, ":p")
-    -- <root>/lua/amp/native.lua -> <root>
-    H.root = vim.fs.dirname(vim.fs.dirname(vim.fs.dirname(file)))
+    -- <root>/lua/amp/native.lua -> <root> (a string pattern: vim.fs is
+    -- not loaded at start-up for this).
+    H.root = file:match("^(.*)/lua/amp/native%.lua$") or vim.fs.dirname(vim.fs.dirname(vim.fs.dirname(file)))
   end
   return H.root
 end
@@ -62,7 +63,7 @@ function M.load()
   local root = M.root()
   local looked, failures = {}, {}
   for _, rel in ipairs(M.candidates) do
-    local path = vim.fs.joinpath(root, rel)
+    local path = root .. "/" .. rel
     table.insert(looked, path)
     if vim.uv.fs_stat(path) then
       local loader, err = package.loadlib(path, "luaopen_amp_core")

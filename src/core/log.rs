@@ -109,25 +109,66 @@ pub fn init(path: PathBuf, level: Level) {
         *current = Some(path.clone());
     }
     let (tx, rx) = mpsc::channel::<String>();
-    let spawned = std::thread::Builder::new().name("amp-log".into()).spawn(move || {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let Some(mut file) = RotatingFile::open(path) else { return };
-        while let Ok(line) = rx.recv() {
-            QUEUED.taken();
-            let dropped = DROPPED.swap(0, Ordering::Relaxed);
-            if dropped > 0 {
-                file.write(&stamp(
-                    Level::Warn,
-                    &format!("log: {dropped} lines dropped (written faster than the disk took them)"),
-                ));
-            }
-            file.write(&line);
-        }
-    });
-    if spawned.is_ok() {
+    // The spare writer made by `prepare`, if any; else a new thread.
+    let spare = SPARE.locked().take();
+    let job = match spare {
+        Some(spare) => spare.send((path, rx)).err().map(|mpsc::SendError(job)| job),
+        None => Some((path, rx)),
+    };
+    let started = match job {
+        None => true,
+        Some((path, rx)) => spawn_writer(move || write_lines(path, rx)),
+    };
+    if started {
         *SINK.locked() = Some(tx);
+    }
+}
+
+/// A writer thread's work: a file, and the lines to append to it.
+type WriterJob = (PathBuf, mpsc::Receiver<String>);
+
+/// The writer thread `prepare` made, waiting for its job.
+static SPARE: Mutex<Option<mpsc::Sender<WriterJob>>> = Mutex::new(None);
+
+/// Makes the writer thread ahead of [`init`], idle until `init` gives it
+/// its file: spawning a thread is ~40 µs of the caller's, and `init` runs
+/// on Neovim's main thread when the server starts, while this runs on the
+/// thread that maps the library during start-up (`nvim::runtime`).
+pub fn prepare() {
+    let mut spare = SPARE.locked();
+    if spare.is_some() {
+        return;
+    }
+    let (tx, rx) = mpsc::channel::<WriterJob>();
+    if spawn_writer(move || {
+        if let Ok((path, lines)) = rx.recv() {
+            write_lines(path, lines);
+        }
+    }) {
+        *spare = Some(tx);
+    }
+}
+
+fn spawn_writer(work: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::Builder::new().name("amp-log".into()).spawn(work).is_ok()
+}
+
+/// Appends each line received to the file at `path` until the channel closes.
+fn write_lines(path: PathBuf, rx: mpsc::Receiver<String>) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let Some(mut file) = RotatingFile::open(path) else { return };
+    while let Ok(line) = rx.recv() {
+        QUEUED.taken();
+        let dropped = DROPPED.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            file.write(&stamp(
+                Level::Warn,
+                &format!("log: {dropped} lines dropped (written faster than the disk took them)"),
+            ));
+        }
+        file.write(&line);
     }
 }
 
@@ -368,6 +409,35 @@ mod tests {
         assert!(cut.ends_with("... (1000 bytes in all)"), "{cut}");
         assert!(cut.len() < 230);
         assert_eq!(untrusted("é✓"), "é✓");
+    }
+
+    #[test]
+    fn the_spare_writer_takes_the_first_file_and_a_new_thread_the_next() {
+        let t = crate::testutil::TempDir::new("logspare");
+        let read = |path: &Path, text: &str| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if std::fs::read_to_string(path).is_ok_and(|s| s.contains(text)) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            false
+        };
+        prepare();
+        assert!(SPARE.locked().is_some(), "prepare made a writer");
+        let first = t.0.join("first.log");
+        init(first.clone(), Level::Info);
+        assert!(SPARE.locked().is_none(), "init took the spare writer");
+        info("line for the spare writer");
+        assert!(read(&first, "line for the spare writer"));
+        let second = t.0.join("second.log");
+        init(second.clone(), Level::Info);
+        info("line for a new writer");
+        assert!(read(&second, "line for a new writer"));
+        assert!(!std::fs::read_to_string(&first).unwrap().contains("line for a new writer"));
+        *PATH.locked() = None;
+        *SINK.locked() = None;
     }
 
     #[test]

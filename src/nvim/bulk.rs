@@ -15,41 +15,56 @@
 //! Those layouts, the `ObjectType` numbers and these functions' signatures
 //! are the same in Neovim 0.10.4, 0.11.4 and 0.12.4 (checked in their
 //! sources, and the integration tests run on each). On any other version
-//! (decided once, at load, with `has()`), or with the environment
+//! (decided once, on first use, with `has()`), or with the environment
 //! variable `AMP_NVIM_C_API=0`, every function here takes the slower path
 //! through `vim.api` instead: a Neovim whose C API changed must not be
 //! called with the wrong layout.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::lua;
 
 /// Neovim minor versions (0.x) whose C API the layouts below were checked against.
 const VERIFIED_MINORS: std::ops::RangeInclusive<i64> = 10..=12;
 
-/// Whether the C API path is used (set by [`init`]; off until then).
-static C_API: AtomicBool = AtomicBool::new(false);
+/// Whether the C API path is used: decided on the first call on the main
+/// thread (not at load: start-up needs none of it).
+static C_API: AtomicU8 = AtomicU8::new(UNDECIDED);
+const UNDECIDED: u8 = 0;
+const ON: u8 = 1;
+const OFF: u8 = 2;
 
-/// Decides, once at load, whether the running Neovim's C API is one the
-/// layouts were checked against. Main thread only.
-pub fn init(lua: &mlua::Lua) {
-    // has() and not `vim.version()`, which builds all of `api_info()` (about
-    // 1 ms of the start-up's main-thread budget).
-    let check = format!(
-        "return vim.fn.has('nvim-0.{}') == 1 and vim.fn.has('nvim-0.{}') == 0",
-        VERIFIED_MINORS.start(),
-        VERIFIED_MINORS.end() + 1
-    );
-    let verified = lua.load(check).eval::<bool>().unwrap_or(false);
-    let allowed = std::env::var("AMP_NVIM_C_API").map_or(true, |v| v != "0");
-    C_API.store(verified && allowed, Ordering::Relaxed);
+/// Whether big reads and writes go through the C API (else through
+/// `vim.api`): whether the running Neovim's C API is one the layouts were
+/// checked against, and `AMP_NVIM_C_API` is not `0`. Decided once, on the
+/// main thread; `false` elsewhere until then (every caller is on the main
+/// thread: they call Neovim).
+pub fn c_api() -> bool {
+    match C_API.load(Ordering::Relaxed) {
+        ON => true,
+        OFF => false,
+        _ => match decide() {
+            Some(on) => {
+                C_API.store(if on { ON } else { OFF }, Ordering::Relaxed);
+                on
+            }
+            None => false,
+        },
+    }
 }
 
-/// Whether big reads and writes go through the C API (else through `vim.api`).
-pub fn c_api() -> bool {
-    C_API.load(Ordering::Relaxed)
+/// `has()` and not `vim.version()`, which builds all of `api_info()`; None
+/// off the main thread.
+fn decide() -> Option<bool> {
+    let lua = lua::lua().ok()?;
+    let vim: mlua::Table = lua.globals().get("vim").ok()?;
+    let has: mlua::Function = vim.get::<mlua::Table>("fn").ok()?.get("has").ok()?;
+    let has = |minor: i64| has.call::<i64>(format!("nvim-0.{minor}")).is_ok_and(|v| v == 1);
+    let verified = has(*VERIFIED_MINORS.start()) && !has(VERIFIED_MINORS.end() + 1);
+    let allowed = std::env::var("AMP_NVIM_C_API").map_or(true, |v| v != "0");
+    Some(verified && allowed)
 }
 
 #[repr(C)]

@@ -31,7 +31,6 @@ fn amp_core(lua: &Lua) -> mlua::Result<Table> {
             mlua::ffi::lua_pop(state, pushed);
         })?;
     }
-    bulk::init(lua);
     lua::init(lua)
         .and_then(|()| exports(lua))
         .map_err(|e| mlua::Error::runtime(format!("amp_core failed to load: {e}")))

@@ -55,17 +55,17 @@ const HELPERS: [(&str, &str); 8] = [
 /// compiles them all). Done in Lua: a few dozen table operations, each of
 /// which would be a protected call through mlua.
 const LAZY: &str = r#"
-local files = ...
+local files, source = ...
 local all, defined_in, compiled = {}, {}, {}
 local function compile(i)
   compiled[i] = true
   local file = files[i]
-  local chunk = assert(load(file[2], "@amp_core/nvim/helpers/" .. file[1] .. ".lua"))
+  local chunk = assert(load(source(i), "@amp_core/nvim/helpers/" .. file .. ".lua"))
   for name, helper in pairs(chunk(all)) do
     if defined_in[name] then
-      error(("helper %s is defined in helpers/%s.lua and helpers/%s.lua"):format(name, defined_in[name], file[1]), 0)
+      error(("helper %s is defined in helpers/%s.lua and helpers/%s.lua"):format(name, defined_in[name], file), 0)
     end
-    defined_in[name] = file[1]
+    defined_in[name] = file
     rawset(all, name, helper)
   end
 end
@@ -82,7 +82,7 @@ setmetatable(all, { __index = function(_, name)
 end })
 local function prefer(file)
   for i = 1, #files do
-    if files[i][1] == file and not compiled[i] then
+    if files[i] == file and not compiled[i] then
       compile(i)
     end
   end
@@ -90,12 +90,16 @@ end
 return all, prefer
 "#;
 
+/// The files' names, and their sources one at a time (`source(i)`, 1-based)
+/// as they are compiled: a Lua string of every source at load would be
+/// copied and hashed for nothing.
 fn load_helpers(lua: &Lua) -> mlua::Result<(Table, Function)> {
-    let files = lua.create_table_with_capacity(HELPERS.len(), 0)?;
-    for (file, source) in HELPERS {
-        files.raw_push(lua.create_sequence_from([lua.create_string(file)?, lua.create_string(source)?])?)?;
-    }
-    lua.load(LAZY).set_name("=amp_core/nvim/lua.rs").call(files)
+    let files = lua.create_sequence_from(HELPERS.iter().map(|(file, _)| *file))?;
+    let source = lua.create_function(|lua, i: usize| {
+        let (_, source) = HELPERS.get(i.wrapping_sub(1)).ok_or_else(|| mlua::Error::runtime("no such helper file"))?;
+        lua.create_string(source)
+    })?;
+    lua.load(LAZY).set_name("=amp_core/nvim/lua.rs").call((files, source))
 }
 
 /// Called once when the module is loaded (main thread).

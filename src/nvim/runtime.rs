@@ -34,8 +34,8 @@ pub fn handle() -> Result<Handle, String> {
     made.as_ref().map(|rt| rt.handle().clone()).map_err(Clone::clone)
 }
 
-/// Makes the runtime (its threads, its I/O driver) off Neovim's main
-/// thread: `lua/amp/init.lua` calls it through LuaJIT's FFI on the thread
+/// Makes the runtime (its threads, its I/O driver) and the log's writer
+/// thread off Neovim's main thread: `lua/amp/init.lua` calls it through LuaJIT's FFI on the thread
 /// that maps the library during start-up, after faulting the library's
 /// pages in there (`prefault`). No Neovim API is touched, and no file or
 /// directory is made. Errors are kept for [`handle`] to report.
@@ -43,6 +43,7 @@ pub fn handle() -> Result<Handle, String> {
 pub extern "C" fn amp_core_prewarm() {
     let _ = std::panic::catch_unwind(|| {
         super::prefault::library_pages();
+        crate::core::log::prepare();
         handle()
     });
 }

@@ -10,6 +10,7 @@ setup() is the real entry point a user's config calls.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -184,6 +185,72 @@ def test_log_level_and_log_file_are_normalized(ed):
     assert config["log_file"] == f"{cwd}/logs/amp.log"
     home = ed.env.home
     assert resolve_ok(ed, {"log_file": "~/x/amp.log"})["log_file"] == f"{home}/x/amp.log"
+
+
+def test_log_file_paths_are_normalized_whether_or_not_they_look_plain(ed):
+    """H.normalize skips vim.fs for a path that is already normal (the
+    start-up's stdpath()); every other form still goes through it."""
+    cwd = ed.nvim.funcs.getcwd()
+    for given, expected in [("/tmp/a/amp.log", "/tmp/a/amp.log"), ("/tmp//a/amp.log", "/tmp/a/amp.log"),
+                            ("/tmp/./a/amp.log", "/tmp/a/amp.log"), ("/tmp/b/../a/amp.log", "/tmp/a/amp.log"),
+                            ("/tmp/a/amp.log/", "/tmp/a/amp.log"), ("/tmp/.hidden/amp.log", "/tmp/.hidden/amp.log"),
+                            ("amp.log", f"{cwd}/amp.log")]:
+        got = resolve_ok(ed, {"log_file": given})["log_file"]
+        assert got == expected, (given, got)
+        assert got == ed.lua("return vim.fn.fnamemodify(vim.fs.normalize(...), ':p')", given).rstrip("/")
+
+
+def test_the_generated_defaults_file_is_current(ed):
+    """lua/amp/config/defaults.lua (what setup({}) reads at start-up) is
+    what scripts/config-defaults.lua makes from the schema now."""
+    nvim = ed.lua("return vim.v.progpath")
+    done = subprocess.run([nvim, "--headless", "-u", "NONE", "-l", str(REPO / "scripts" / "config-defaults.lua"),
+                           "--check"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_setup_with_no_options_reads_no_schema_and_gives_the_schema_defaults(ed):
+    """resolve({}) (setup({}) at start-up) builds no schema; its result and
+    its native options are those the schema gives, for the defaults and
+    for a configuration with every kind of value changed."""
+    got = ed.lua("""
+        for name in pairs(package.loaded) do
+          if name:match('^amp') then package.loaded[name] = nil end
+        end
+        local config = require('amp.config')
+        local resolved = config.resolve({})
+        local native = config.native_options(resolved)
+        return { resolved, native, package.loaded['amp.config.schema'] ~= nil }
+    """)
+    resolved, native, schema_loaded = got
+    assert schema_loaded is False
+    assert resolved == resolve_ok(ed, {})
+    # The reference: each option's `rust` name, straight from the schema.
+    reference = ed.lua("""
+        local config = require('amp.config')
+        local function native_of(c)
+          local out = {}
+          for _, option in ipairs(config.schema) do
+            if option.rust then
+              local value = c
+              for part in option.name:gmatch('[^.]+') do value = value[part] end
+              local node, parts = out, vim.split(option.rust, '.', { plain = true })
+              for i = 1, #parts - 1 do node[parts[i]] = node[parts[i]] or {}; node = node[parts[i]] end
+              node[parts[#parts]] = value
+            end
+          end
+          return out
+        end
+        local changed = assert(config.resolve({ log_level = 'debug', agents = { claude = true, codex = true },
+          server = { port_range = { 7000, 7009 }, allowed_origins = { 'https://a.test' }, max_clients = 3 },
+          review = { edit_file = true }, watch = { enabled = false }, edits = { write_autocmds = 'all' },
+          tap = { url = 'ws://127.0.0.1:9' }, codex = { unofficial_ide_context = true } }))
+        local defaults = config.resolve({})
+        return { native_of(defaults), config.native_options(defaults), native_of(changed), config.native_options(changed) }
+    """)
+    assert reference[1] == reference[0] == native
+    assert reference[3] == reference[2]
+    assert reference[3]["port_range"] == [7000, 7009] and reference[3]["agents"]["claude"] is True
 
 
 # ------------------------------------------------------------ validation

@@ -22,7 +22,10 @@ def test_lockfile_fields(nvim_factory, env_factory):
     assert lock["workspaceFolders"] == [str(env.workspace)]
     assert lock["workspaceFolders"] == [ed.nvim.funcs.getcwd()]
     assert isinstance(lock["ideName"], str)
-    assert "Neovim" in lock["ideName"] and "nvim" in lock["ideName"], lock["ideName"]
+    # The running version exactly (read through the FFI where the tests run,
+    # from :version elsewhere): vim.version() is the reference.
+    version = ed.lua("local v = vim.version(); return ('%d.%d.%d'):format(v.major, v.minor, v.patch)")
+    assert lock["ideName"] == f"Neovim (nvim {version})", lock["ideName"]
     # the file is plain UTF-8 JSON readable by any client
     assert json.loads(path.read_bytes().decode("utf-8")) == lock
     # and the advertised port is the one that works

@@ -1,0 +1,104 @@
+"""What start-up loads, and what waits for the editor's first event.
+
+The modules that feed editor events to the server (lua/amp/context.lua,
+lua/amp/files.lua) are not loaded at start-up: core.lua gives their
+autocmd groups one autocmd for all of their events, which loads and
+attaches the module on the first of them and runs that event again for
+the module's own autocmds. These tests start a real headless Neovim with
+the plugin and check, end to end, that the first event of each kind is
+still reported (a cursor move, to a connected client) or handled (a file
+opened is watched), and that the lists of events in
+core.lua cover every event the modules' autocmds are for.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from context_helpers import connect_recorder, cursor_payload, feed
+from filewatch_helpers import install_probes, timed_reload, wait_event
+from harness import Editor
+
+FEATURES = {"amp.context": "AmpEditorContext", "amp.files": "AmpFileWatch"}
+LINES = ["first line", "second line", "third line"]
+TEXT = "".join(line + "\n" for line in LINES)
+
+
+@pytest.fixture
+def editor_on_a_file(amp_env):
+    """A Neovim whose buffer holds a file before the plugin starts (as
+    `nvim file`), and that has had no editor event since."""
+    editors = []
+
+    def start(name: str) -> tuple[Editor, object]:
+        path = amp_env.workspace / name
+        path.write_text(TEXT, encoding="utf-8")
+        ed = Editor(amp_env, amp_env.workspace, {"log_level": "debug"}, None,
+                    extra_cmds=(f"edit {path}",))
+        editors.append(ed)
+        ed.wait_lockfile()
+        return ed, path
+
+    yield start
+    for ed in editors:
+        ed.shutdown()
+
+
+def group_events(ed: Editor, group: str) -> set[str]:
+    return set(ed.lua("""
+        local ok, list = pcall(vim.api.nvim_get_autocmds, { group = ... })
+        local events = {}
+        for _, autocmd in ipairs(ok and list or {}) do events[#events + 1] = autocmd.event end
+        return events
+    """, group))
+
+
+def loaded(ed: Editor, module: str) -> bool:
+    return ed.lua("return package.loaded[...] ~= nil", module)
+
+
+def test_event_modules_wait_for_their_first_event_and_cover_their_events(nvim_factory):
+    ed = nvim_factory()
+    time.sleep(0.3)  # the start-up's slices are done
+    waiting = {}
+    for module, group in FEATURES.items():
+        assert not loaded(ed, module), f"{module} was loaded at start-up"
+        waiting[group] = group_events(ed, group)
+        assert waiting[group], f"no autocmd waits for {module}'s first event"
+    # A file opened: both modules' events (BufReadPost among them).
+    path = ed.env.workspace / "opened.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    ed.edit(path)
+    for module, group in FEATURES.items():
+        assert loaded(ed, module), f"{module} was not loaded by its first event"
+        own = group_events(ed, group)
+        # core.lua's list names every event the module's autocmds are for
+        # (the buffer-local keystroke ones included).
+        assert own and own <= waiting[group], (module, sorted(own - waiting[group]))
+
+
+def test_a_cursor_move_as_the_first_event_reaches_the_agent(editor_on_a_file):
+    ed, path = editor_on_a_file("moved.txt")
+    assert not loaded(ed, "amp.context")
+    rec = connect_recorder(ed)
+    # The state start() read: the file at 1:1.
+    rec.wait_payload("selectionDidChange", cursor_payload(path, 0, 0, LINES[0]))
+    feed(ed, "j")  # the first event since start-up: one CursorMoved
+    rec.wait_payload("selectionDidChange", cursor_payload(path, 1, 0, LINES[1]))
+    assert loaded(ed, "amp.context")
+
+
+def test_a_file_opened_as_the_first_event_is_watched(editor_on_a_file):
+    ed, _ = editor_on_a_file("first.txt")
+    install_probes(ed)
+    assert not loaded(ed, "amp.files")
+    other = ed.env.workspace / "other.txt"
+    other.write_text(TEXT, encoding="utf-8")
+    ed.nvim.command(f"edit {other}")  # the first event since start-up: BufReadPost
+    assert loaded(ed, "amp.files")
+    time.sleep(0.3)  # the watcher has been told about it
+    # An outside change to the file just opened reloads its buffer.
+    timed_reload(ed, other, "from the agent\n")
+    wait_event(ed, other, "reloaded")
