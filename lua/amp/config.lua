@@ -214,10 +214,10 @@ function M.resolve(user)
     user.server.port_range = user.port_range
     user.port_range = nil
   end
-  -- (H.copy / H.merge, not vim.deepcopy / vim.tbl_deep_extend: the same
-  -- for these plain tables, and a fraction of their cost on the start-up
-  -- path.)
-  local config = H.merge(H.copy(M.defaults), user)
+  -- Over new tables of the defaults, the same resolve({}) returns (H.merge,
+  -- not vim.tbl_deep_extend: the same for these plain tables, and a
+  -- fraction of its cost on the start-up path).
+  local config = H.merge(generated.defaults(), user)
   -- Lists replace the default instead of being merged index by index.
   for _, key in ipairs({ "port_range", "allowed_origins" }) do
     if user.server and user.server[key] ~= nil then

@@ -35,9 +35,9 @@ pub fn handle() -> Result<Handle, String> {
 }
 
 /// Makes the runtime (its threads, its I/O driver) and the log's writer
-/// thread off Neovim's main thread: `lua/amp/init.lua` calls it through LuaJIT's FFI on the thread
-/// that maps the library during start-up, after faulting the library's
-/// pages in there (`prefault`). No Neovim API is touched, and no file or
+/// thread off Neovim's main thread: `lua/amp/init.lua` calls it through
+/// LuaJIT's FFI on the thread that maps the library during start-up, after
+/// faulting the library's pages in there (`prefault`). No Neovim API is touched, and no file or
 /// directory is made. Errors are kept for [`handle`] to report.
 #[no_mangle]
 pub extern "C" fn amp_core_prewarm() {
