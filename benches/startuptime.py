@@ -1,7 +1,7 @@
 """What the plugin costs Neovim's main thread at start-up, until the library
 is loaded and the server is up.
 
-    .venv/bin/python benches/startuptime.py [--runs 21] [--plugin DIR]
+    .venv/bin/python benches/startuptime.py [--runs 21] [--plugin DIR] [--against DIR]
 
 Starts `nvim --headless -u init.lua` RUNS times for each configuration,
 interleaved, all in one HOME (as in daily use: the directories an earlier
@@ -130,19 +130,31 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--plugin", default=str(REPO), help="the plugin directory to measure")
+    ap.add_argument("--against", metavar="DIR",
+                    help="another plugin directory (an older build) measured in the same runs, interleaved")
     ap.add_argument("--no-other-plugin", dest="other", action="store_false",
                     help="no other plugin's module is required first (this plugin's require pays the runtimepath scan)")
     ap.add_argument("--fresh-home", action="store_true", help="a new HOME for every run (the first start ever)")
     args = ap.parse_args()
-    runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
+    plugins = [args.plugin] + ([args.against] if args.against else [])
+    runs: dict[tuple[str, str], list[dict]] = {(p, name): [] for p in plugins for name in CONFIGS}
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as shared_home:
         home = None if args.fresh_home else shared_home
-        for name, body in CONFIGS.items():  # warm the loader's cache
-            one(body, args.plugin, cache, args.other, home)
+        for plugin in plugins:
+            for name, body in CONFIGS.items():  # warm the loader's cache
+                one(body, plugin, cache, args.other, home)
         for _ in range(args.runs):
-            for name, body in CONFIGS.items():
-                runs[name].append(one(body, args.plugin, cache, args.other, home))
+            for plugin in plugins:
+                for name, body in CONFIGS.items():
+                    runs[(plugin, name)].append(one(body, plugin, cache, args.other, home))
 
+    for plugin in plugins:
+        if args.against:
+            print(plugin)
+        report({name: runs[(plugin, name)] for name in CONFIGS})
+
+
+def report(runs: dict[str, list[dict]]) -> None:
     def med(name: str, key) -> float:
         return statistics.median(key(r) for r in runs[name])
 

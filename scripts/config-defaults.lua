@@ -11,9 +11,56 @@
 local script = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p")
 local root = vim.fs.dirname(vim.fs.dirname(script))
 vim.opt.runtimepath:prepend(root)
+
+-- Written as it is after the generated functions: what resolving the
+-- defaults takes besides them, so `setup({})` at start-up loads this file
+-- alone (amp.config uses the same functions for every configuration).
+local resolving = [[
+-- A deep copy of an options table (no cycles); metatables are kept
+-- (`vim.empty_dict()` must stay one).
+function M.copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local out = {}
+  for k, v in pairs(value) do
+    out[k] = M.copy(v)
+  end
+  return setmetatable(out, getmetatable(value))
+end
+
+-- The log file's path made absolute and normal, the level lower case, a
+-- `{ min = , max = }` port range a list; `config` is changed and returned.
+function M.normalize(config)
+  local log_file = config.log_file or (vim.fn.stdpath("log") .. "/amp.log")
+  -- An absolute path without `//`, `.` or `..` parts, a trailing `/`,
+  -- `~`, `$` or `\` is already what normalizing gives (as stdpath()'s
+  -- usually is): vim.fs is not loaded for it at start-up.
+  local plain = log_file:sub(1, 1) == "/"
+    and not log_file:find("//", 1, true)
+    and not log_file:find("/%.%.?/")
+    and not log_file:find("/%.?%.?$")
+    and not log_file:find("[\\~$]")
+  config.log_file = plain and log_file or vim.fn.fnamemodify(vim.fs.normalize(log_file), ":p")
+  config.log_level = config.log_level:lower()
+  local range = config.server.port_range
+  if range ~= nil then
+    config.server.port_range = { range.min or range[1], range.max or range[2] }
+  end
+  return config
+end
+
+-- `setup({})`'s configuration: the defaults, resolved.
+function M.resolved()
+  return M.normalize(M.defaults())
+end
+]]
+
 -- amp.config loads the file this writes: not this time (it may be stale
--- or missing).
-package.loaded["amp.config.defaults"] = {}
+-- or missing); only the functions written as they are come from it.
+local written = {}
+assert(load("local M = ...\n" .. resolving, "=resolving"))(written)
+package.loaded["amp.config.defaults"] = written
 local config = require("amp.config")
 
 local function key_of(k)
@@ -88,7 +135,7 @@ local function native_source()
     end
     return "{\n" .. table.concat(lines, "\n") .. "\n" .. indent .. "}"
   end
-  return emit(tree, "    ")
+  return emit(tree, "  ")
 end
 
 local text = table.concat({
@@ -96,19 +143,24 @@ local text = table.concat({
   "-- do not edit (tests/integration/test_config.py fails when it is stale).",
   "-- `setup({})` at start-up reads these instead of building the schema.",
   "-- stylua: ignore",
-  "return {",
-  "  -- Every option's default (log_file is filled in when resolved), in new",
-  "  -- tables the caller owns.",
-  "  defaults = function()",
-  "    return " .. source(config.defaults, "    "),
-  "  end,",
-  "  -- The options native `start` takes from a resolved configuration `c`,",
-  "  -- under their native names (each option's `rust` in the schema); `copy`",
-  "  -- copies a table.",
-  "  native = function(c, copy)",
-  "    return " .. native_source(),
-  "  end,",
-  "}",
+  "local M = {}",
+  "",
+  "-- Every option's default (log_file is filled in when resolved), in new",
+  "-- tables the caller owns.",
+  "function M.defaults()",
+  "  return " .. source(config.defaults, "  "),
+  "end",
+  "",
+  "-- The options native `start` takes from a resolved configuration `c`,",
+  "-- under their native names (each option's `rust` in the schema); `copy`",
+  "-- copies a table (M.copy when nil).",
+  "function M.native(c, copy)",
+  "  copy = copy or M.copy",
+  "  return " .. native_source(),
+  "end",
+  "",
+  resolving .. "",
+  "return M",
   "",
 }, "\n")
 

@@ -47,6 +47,11 @@ function M.set_own_files(paths)
   M.own_files = set
 end
 
+-- The list setup() made before this module was loaded (lua/amp/core.lua).
+if package.loaded["amp.core"] then
+  M.set_own_files(package.loaded["amp.core"].own_files())
+end
+
 --- Marks `buf` as one of the plugin's own (until it is wiped out).
 ---@param buf integer
 function M.mark_own(buf)

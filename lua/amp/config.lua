@@ -78,19 +78,6 @@ function H.split(dotted)
   end
 end
 
---- A deep copy of an options table (no cycles); metatables are kept
---- (`vim.empty_dict()` must stay one).
-function H.copy(value)
-  if type(value) ~= "table" then
-    return value
-  end
-  local out = {}
-  for k, v in pairs(value) do
-    out[k] = H.copy(v)
-  end
-  return setmetatable(out, getmetatable(value))
-end
-
 --- Set `value` at `path` in `tbl`, making the tables on the way.
 function H.set(tbl, path, value)
   for i = 1, #path - 1 do
@@ -147,6 +134,10 @@ end
 -- configuration, without the schema (generated from it; test_config.py
 -- checks that it is current).
 local generated = require("amp.config.defaults")
+-- The deep copy and the normalizing every configuration gets (with the
+-- generated defaults: `setup({})` at start-up loads that file alone).
+H.copy = generated.copy
+H.normalize = generated.normalize
 
 --- The agents `:Amp open` can start: the known ones first, then every
 --- other name in `terminal.cmd`, sorted.
@@ -185,7 +176,7 @@ function M.resolve(user)
     -- The defaults, which are valid (tests/integration/test_config.py
     -- validates them): `setup({})`'s work at start-up is a table
     -- constructor, without the schema.
-    return H.normalize(generated.defaults()), nil, nil
+    return generated.resolved(), nil, nil
   end
   H.load_schema()
   -- Checked before merging: a non-table here would make tbl_deep_extend lose it.
@@ -372,25 +363,6 @@ function H.unknown_keys(tbl, defaults, prefix)
   end
   table.sort(found)
   return found
-end
-
-function H.normalize(config)
-  local log_file = config.log_file or (vim.fn.stdpath("log") .. "/amp.log")
-  -- An absolute path without `//`, `.` or `..` parts, a trailing `/`,
-  -- `~`, `$` or `\` is already what normalizing gives (as stdpath()'s usually is):
-  -- vim.fs is not loaded for it at start-up.
-  local plain = log_file:sub(1, 1) == "/"
-    and not log_file:find("//", 1, true)
-    and not log_file:find("/%.%.?/")
-    and not log_file:find("/%.?%.?$")
-    and not log_file:find("[\\~$]")
-  config.log_file = plain and log_file or vim.fn.fnamemodify(vim.fs.normalize(log_file), ":p")
-  config.log_level = config.log_level:lower()
-  local range = config.server.port_range
-  if range ~= nil then
-    config.server.port_range = { range.min or range[1], range.max or range[2] }
-  end
-  return config
 end
 
 function H.show(value)

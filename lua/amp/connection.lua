@@ -179,13 +179,23 @@ end
 
 -- The server's start alone does not load this module (lua/amp/core.lua:
 -- it is not on the start-up path): loaded later, by the statusline or
--- the first connection, it starts from the server's state.
+-- the first connection, it starts from the server's state, and hears of
+-- the next starts itself (core.lua's autocmd passes on the other events).
 do
   local core = package.loaded["amp.core"]
   if core and core.is_running() then
     H.running = true
     H.text = H.compose()
   end
+  vim.api.nvim_create_autocmd("User", {
+    group = vim.api.nvim_create_augroup("AmpConnection", { clear = true }),
+    pattern = "AmpServerStarted",
+    desc = "amp: statusline",
+    callback = function(ev)
+      local loaded = package.loaded["amp.core"]
+      M.on_event(ev.match, ev.data, loaded and loaded.get_config())
+    end,
+  })
 end
 
 return M

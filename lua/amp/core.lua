@@ -28,12 +28,13 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
-  -- The log is the plugin's own file: never watched, reviewed or reported.
-  require("amp.buffer").set_own_files({
-    config.log_file,
-    config.log_file .. ".1",
-    H.dirname(config.log_file) .. "/amp-build.log",
-  })
+  -- The log is the plugin's own file: never watched, reviewed or reported
+  -- (amp.buffer reads the list when it loads; not at start-up).
+  H.own_files = { config.log_file, config.log_file .. ".1", H.dirname(config.log_file) .. "/amp-build.log" }
+  local buffer = package.loaded["amp.buffer"]
+  if buffer then
+    buffer.set_own_files(H.own_files)
+  end
   H.create_autocmds()
   local _, load_err = native.load()
   if load_err then
@@ -153,11 +154,18 @@ function M.get_config()
   return H.get_config()
 end
 
+--- The plugin's own files (its log, the log's rotated copy, the build
+--- log) as the last setup() named them (lua/amp/buffer.lua).
+---@return string[]
+function M.own_files()
+  return H.own_files or {}
+end
+
 -- Helpers -------------------------------------------------------------------
 
 function H.get_config()
   if not H.config then
-    H.config = assert(require("amp.config").resolve({}))
+    H.config = require("amp.config.defaults").resolved()
   end
   return H.config
 end
@@ -170,15 +178,15 @@ function H.start(how)
     return true, status.port
   end
 
-  local version, verr = native.call("version")
-  if verr then
-    H.fail(verr, how.automatic)
-    return false, verr
+  local _, load_err = native.load()
+  if load_err then
+    H.fail(load_err, how.automatic)
+    return false, load_err
   end
   -- What the server depends on (a change takes a restart), and what
   -- `start` gets: the same plus the session's own fields.
   local server_part = H.server_part(config)
-  local opts = H.native_opts(config, version, require("amp.config").copy(server_part))
+  local opts = H.native_opts(config, require("amp.config.defaults").copy(server_part))
   local result, err = native.call("start", opts)
   if err or type(result) ~= "table" then
     err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
@@ -188,42 +196,9 @@ function H.start(how)
   H.last_port = tonumber(result.port)
   H.server_opts = server_part
   H.last_error = nil
-  H.agent_env()
+  H.agent_env(result.env)
   H.attach_features(how.automatic)
   return true, result.port
-end
-
---- The environment that attaches an agent started from this Neovim to it:
---- each served agent's variables as its front-end reports them
---- (`status().agents[<agent>].env`: Claude Code and OpenCode read
---- CLAUDE_CODE_SSE_PORT / OPENCODE_EDITOR_SSE_PORT, Gemini CLI
---- GEMINI_CLI_IDE_SERVER_PORT, GEMINI_CLI_IDE_WORKSPACE_PATH and
---- GEMINI_CLI_IDE_PID, ...); loopback must not go through an http proxy.
---- Empty when the server is not running. `status` defaults to M.status().
----@param status? table
----@return table<string, string>
-function M.agent_env(status)
-  status = status or M.status()
-  local env = {}
-  local agents = status.running and type(status.agents) == "table" and status.agents or {}
-  for _, agent in pairs(agents) do
-    if type(agent) == "table" and agent.enabled ~= false and type(agent.env) == "table" then
-      for name, value in pairs(agent.env) do
-        env[name] = tostring(value)
-      end
-    end
-  end
-  if env.GEMINI_CLI_IDE_SERVER_PORT and H.gemini_needs_same_container_hint() then
-    env.REMOTE_CONTAINERS = "true"
-  end
-  if next(env) then
-    for _, name in ipairs({ "no_proxy", "NO_PROXY" }) do
-      -- The value before this plugin added to it (H.env_saved), so a
-      -- restart does not add the loopback names twice.
-      env[name] = M.with_loopback(H.env_before(name))
-    end
-  end
-  return env
 end
 
 --- The agents in `status.agents` in the order they are listed to the user:
@@ -241,97 +216,37 @@ function M.agent_ids(status)
   return ids
 end
 
---- The loopback hosts an agent's requests to this Neovim go to: they must
---- never go through an http proxy (Gemini's carry a bearer token).
-M.loopback_hosts = { "127.0.0.1", "localhost", "::1" }
-
---- `no_proxy` with each of M.loopback_hosts as an entry of its own: the
---- value is a comma-separated list, and only an exact entry counts
---- (`127.0.0.10` or `my127.0.0.1.example` do not exempt 127.0.0.1). Entries
---- already there are kept as they are, in their order.
----@param current string|nil
----@return string
-function M.with_loopback(current)
-  local entries, seen = {}, {}
-  for entry in (current or ""):gmatch("[^,]+") do
-    entry = vim.trim(entry)
-    if entry ~= "" then
-      entries[#entries + 1] = entry
-      seen[entry:lower()] = true
-    end
-  end
-  for _, host in ipairs(M.loopback_hosts) do
-    if not seen[host] then
-      entries[#entries + 1] = host
-    end
-  end
-  return table.concat(entries, ",")
-end
-
---- Inside a container (`/.dockerenv`, `/run/.containerenv`) Gemini CLI dials
---- `host.docker.internal`, where an IDE outside the container would listen,
---- unless it runs over SSH (`SSH_CONNECTION`) or in a dev container
---- (`REMOTE_CONTAINERS`, `VSCODE_REMOTE_CONTAINERS_SESSION`). A terminal of
---- this Neovim shares its container, so its server is on 127.0.0.1: say
---- so with `REMOTE_CONTAINERS`, which Gemini CLI 0.61 reads for nothing else.
----@return boolean
-function H.gemini_needs_same_container_hint()
-  for _, name in ipairs({ "SSH_CONNECTION", "VSCODE_REMOTE_CONTAINERS_SESSION", "REMOTE_CONTAINERS" }) do
-    local value = H.env_before(name)
-    if value and value ~= "" then
-      return false
-    end
-  end
-  local uv = vim.uv or vim.loop
-  return uv.fs_stat("/.dockerenv") ~= nil or uv.fs_stat("/run/.containerenv") ~= nil
-end
-
--- Variables this plugin set in Neovim's environment: name -> { before = value
--- or nil, set = the value set }.
-H.env_saved = {}
-
-function H.env_before(name)
-  local saved = H.env_saved[name]
-  if saved then
-    return saved.before
-  end
-  return vim.env[name]
-end
-
 --- Terminals Neovim starts (`:terminal`, jobs) attach to this Neovim: the
---- agent variables go into Neovim's own environment while the server runs,
---- with the current ports; H.clear_agent_env() takes them out again.
-function H.agent_env()
-  local env = M.agent_env()
-  H.clear_agent_env()
-  for name, value in pairs(env) do
-    H.env_saved[name] = { before = vim.env[name], set = value }
-    vim.env[name] = value
+--- agent variables go into Neovim's own environment while the server runs
+--- (lua/amp/agent_env.lua). `served`: the served agents' own variables as
+--- `start` returned them, when known: none (Amp alone, the default) and
+--- none set before is nothing to do, and that module is not loaded.
+---@param served? table<string, string>
+function H.agent_env(served)
+  local loaded = package.loaded["amp.agent_env"]
+  if served and next(served) == nil and not (loaded and loaded.applied()) then
+    return
   end
+  require("amp.agent_env").apply(M.status())
 end
 
---- Undo H.agent_env(): each variable gets its value from before, unless
---- someone changed it since (then it is theirs).
+--- Takes the agent variables out of Neovim's environment again.
 function H.clear_agent_env()
-  for name, saved in pairs(H.env_saved) do
-    if vim.env[name] == saved.set then
-      vim.env[name] = saved.before
-    end
+  local loaded = package.loaded["amp.agent_env"]
+  if loaded then
+    loaded.clear()
   end
-  H.env_saved = {}
 end
 
 --- The options given to native `start` (see docs/architecture.md): `opts`
 --- (the configuration's native options, a copy of its own) and what the
---- session adds.
-function H.native_opts(config, version, opts)
-  local v = require("amp.version").nvim()
+--- session adds. The editor's name ("Neovim (nvim 0.11.4)") and the
+--- plugin's version are the library's own (src/nvim/ide_name.rs).
+function H.native_opts(config, opts)
   local server = config.server
   H.mkdir(H.dirname(config.log_file))
-  opts.ide_name = ("Neovim (nvim %d.%d.%d)"):format(v.major, v.minor, v.patch)
   opts.workspace_folders = { vim.fn.getcwd() }
   opts.preferred_port = H.preferred_port(server)
-  opts.plugin_version = version
   opts.plugin_directory = native.root()
   opts.read_options = H.read_options()
   opts.nvim_program = vim.v.progpath
@@ -356,7 +271,7 @@ end
 
 --- The directory of an absolute path ("/a/b" -> "/a", "/a" -> "/"): a
 --- string pattern, as vim.fs is not loaded at start-up for this. (The
---- log file's path is absolute and normalized: see amp.config.)
+--- log file's path is absolute and normalized: see amp.config.defaults.)
 function H.dirname(path)
   return path:match("^(.*[^/])/+[^/]*$") or "/"
 end
@@ -390,7 +305,7 @@ end
 function H.server_part(config)
   -- What the native server reads when it starts (the schema's native
   -- options): a change to any of them takes a restart.
-  return require("amp.config").native_options(config)
+  return require("amp.config.defaults").native(config)
 end
 
 -- `review.open_key` opens the next review (:Amp review); the key set by an
@@ -509,28 +424,21 @@ function H.create_autocmds()
     return
   end
   H.augroup = vim.api.nvim_create_augroup("AmpServer", { clear = true })
-  -- Connection notices and the statusline's cache
-  -- (lua/amp/connection.lua, loaded on the first event).
+  -- Connection notices and the statusline's cache (lua/amp/connection.lua,
+  -- loaded on the first of them), and the tap gateway's one-line news
+  -- (lua/amp/tap.lua). The start alone is no news: amp.connection, once
+  -- loaded (by the statusline or a connection), reads that the server
+  -- runs, and hears of later starts itself.
   vim.api.nvim_create_autocmd("User", {
     group = H.augroup,
-    pattern = { "AmpServerStarted", "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected" },
-    desc = "amp: connection notices and statusline",
+    pattern = { "AmpServerStopped", "AmpClientConnected", "AmpClientDisconnected", "AmpTap" },
+    desc = "amp: connection notices, statusline and tap gateway notices",
     callback = function(ev)
-      -- The start alone is no news: amp.connection, once loaded (by the
-      -- statusline or a connection), reads that the server runs.
-      if ev.match == "AmpServerStarted" and not package.loaded["amp.connection"] then
-        return
+      if ev.match == "AmpTap" then
+        require("amp.tap").on_event(ev.data)
+      else
+        require("amp.connection").on_event(ev.match, ev.data, H.get_config())
       end
-      require("amp.connection").on_event(ev.match, ev.data, H.get_config())
-    end,
-  })
-  -- The tap gateway's one-line news (lua/amp/tap.lua).
-  vim.api.nvim_create_autocmd("User", {
-    group = H.augroup,
-    pattern = "AmpTap",
-    desc = "amp: tap gateway notices",
-    callback = function(ev)
-      require("amp.tap").on_event(ev.data)
     end,
   })
   vim.api.nvim_create_autocmd("VimLeavePre", {
@@ -573,7 +481,7 @@ function H.configure_openctx(config)
   if vim.deep_equal(H.openctx_opts, config.openctx) then
     return
   end
-  H.openctx_opts = require("amp.config").copy(config.openctx)
+  H.openctx_opts = require("amp.config.defaults").copy(config.openctx)
   -- No provider and none running: nothing to start or stop, and the module
   -- is not even loaded (it is not on the start-up path then).
   local idle = not config.openctx.enabled or vim.tbl_isempty(config.openctx.providers or {})

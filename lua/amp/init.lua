@@ -169,7 +169,12 @@ function P.after_startup()
 end
 
 --- `opts` merged and checked; a warning (unknown options) is shown.
+--- No options are the defaults: the generated file alone (amp.config
+--- resolves them the same way), not the schema's module.
 function P.resolve(opts)
+  if opts == nil or (type(opts) == "table" and next(opts) == nil) then
+    return require("amp.config.defaults").resolved(), nil
+  end
   local config, err, warning = require("amp.config").resolve(opts)
   if warning then
     require("amp.notify").notify(warning, vim.log.levels.WARN)

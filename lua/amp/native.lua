@@ -73,7 +73,9 @@ function M.load()
           H.module, H.path = mod, path
           -- Well after start-up (not part of it: the server does not need
           -- it), and the file stats on a thread of their own.
-          vim.defer_fn(H.report_stale, M.stale_check_delay_ms)
+          vim.defer_fn(function()
+            require("amp.native.stale").report(mod, path, M.root())
+          end, M.stale_check_delay_ms)
           return mod, nil
         end
         err = ok and ("luaopen_amp_core returned %s"):format(type(mod)) or tostring(mod)
@@ -91,98 +93,6 @@ function M.load()
     return nil, "amp: run :Amp build (see :checkhealth amp): the native library failed to load"
   end
   return nil, "amp: run :Amp build or :Amp install: the native library is not built yet"
-end
-
---- Runs on a thread of its own (its own Lua state: no upvalues): what
---- `stale()` needs from the disk, sent through `async`: Cargo.toml's
---- version (or ""), then, for a library built in `target/`, the first of
---- Cargo.toml, Cargo.lock and src/** newer than it (or "").
-local function scan_sources(async, root, library, in_target)
-  local uv = vim.uv or vim.loop
-  local text = ""
-  local f = io.open(root .. "/Cargo.toml", "rb")
-  if f then
-    text = f:read(65536) or ""
-    f:close()
-  end
-  local version = ("\n" .. text):match('\n%[package%][^%[]-\nversion%s*=%s*"([^"]+)"') or ""
-  local built = in_target == "1" and (uv.fs_stat(library) or {}).mtime
-  if not built then
-    async:send(version, "")
-    return
-  end
-  local function newer(path)
-    local st = uv.fs_stat(path)
-    return st and (st.mtime.sec > built.sec or (st.mtime.sec == built.sec and st.mtime.nsec > built.nsec))
-  end
-  for _, rel in ipairs({ "Cargo.toml", "Cargo.lock" }) do
-    if newer(root .. "/" .. rel) then
-      async:send(version, rel)
-      return
-    end
-  end
-  local function walk(dir, rel, depth)
-    local handle = uv.fs_scandir(dir)
-    while handle do
-      local name, kind = uv.fs_scandir_next(handle)
-      if not name then
-        break
-      end
-      local path, sub = dir .. "/" .. name, rel == "" and name or (rel .. "/" .. name)
-      if kind == "directory" and depth < 4 then
-        local found = walk(path, sub, depth + 1)
-        if found then
-          return found
-        end
-      elseif kind == "file" and newer(path) then
-        return "src/" .. sub
-      end
-    end
-    return nil
-  end
-  async:send(version, walk(root .. "/src", "", 1) or "")
-end
-
---- Why the loaded library is older than the plugin's code, or nil: its
---- version is not the plugin's (Cargo.toml), or, built in `target/`, a
---- source file is newer than it. `on_done(why)` on the main thread; the
---- files are looked at on a worker thread (dozens of stats: not the main
---- thread's work).
----@param on_done fun(why: string|nil)
-function M.stale(on_done)
-  if not H.module then
-    return on_done(nil)
-  end
-  local root = M.root()
-  local ok, res = pcall(H.module.version)
-  local own = ok and type(res) == "string" and res or nil
-  local in_target = vim.startswith(H.path, vim.fs.joinpath(root, "target")) and "1" or "0"
-  -- A thread of its own (not the libuv pool, whose four threads would be
-  -- started for this), which answers through an async handle.
-  local answer
-  answer = vim.uv.new_async(function(version, newer)
-    answer:close()
-    vim.schedule(function()
-      if version ~= "" and own and own ~= version then
-        return on_done(
-          ("run :Amp install or :Amp build: the native library is v%s, the plugin v%s"):format(own, version)
-        )
-      end
-      if newer ~= "" then
-        return on_done(("run :Amp build: the native library is older than %s"):format(newer))
-      end
-      on_done(nil)
-    end)
-  end)
-  vim.uv.new_thread(scan_sources, answer, root, H.path, in_target)
-end
-
-function H.report_stale()
-  M.stale(function(why)
-    if why then
-      require("amp.notify").notify("amp: " .. why, vim.log.levels.WARN)
-    end
-  end)
 end
 
 --- Where the last failed `load()` looked for the library and why loading

@@ -169,7 +169,7 @@ M.float_min = { width = 80, height = 20 }
 M.submit_delay_ms = 100
 
 --- The environment a terminal of `agent` starts with: the variables that
---- attach it to this Neovim (lua/amp/core.lua's agent_env, for the agent's
+--- attach it to this Neovim (lua/amp/agent_env.lua's env(), for the agent's
 --- protocol). Neovim adds $NVIM itself. OpenCode's terminal gets its port
 --- variables empty: with one set it dials that port without the token,
 --- which is refused; without, it reads this Neovim's Claude lockfile and
@@ -177,7 +177,7 @@ M.submit_delay_ms = 100
 ---@param agent string
 ---@return table<string, string>
 function M.env(agent)
-  local all = require("amp.core").agent_env()
+  local all = require("amp.agent_env").env()
   local names = ({
     claude = { "CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION" },
     gemini = { "GEMINI_CLI_IDE_SERVER_PORT", "GEMINI_CLI_IDE_WORKSPACE_PATH", "GEMINI_CLI_IDE_PID" },

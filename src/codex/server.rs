@@ -231,6 +231,8 @@ async fn serve_ipc(server: Arc<CodexServer>, stream: UnixStream, slot: Handshake
             return;
         }
     };
+    // Its requests see the editor's state (read when the first client comes).
+    hub.state.context_ready().await;
     let ended = loop {
         let frame = match next.take() {
             Some(frame) => frame,
@@ -365,14 +367,14 @@ pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
     });
     let serving = server.clone();
     let serve = move |stream, slot| serve_hook(serving.clone(), stream, slot);
-    hub.spawn({
+    hub.spawn_detached({
         let hub = hub.clone();
         async move { accept_loop(hook_listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await }
     });
     if let Some(listener) = ipc_listener {
         let serving = server.clone();
         let serve = move |stream, slot| serve_ipc(serving.clone(), stream, slot);
-        hub.spawn({
+        hub.spawn_detached({
             let hub = hub.clone();
             async move { accept_loop(listener, AGENT.id, hub.handshakes.clone(), &hub.tasks, serve).await }
         });

@@ -100,29 +100,62 @@ pub fn set_max_bytes(max: u64) {
 /// Points the log at `path` (appending) and sets the level. Idempotent: a new
 /// path replaces the old writer thread, which ends when its channel closes.
 pub fn init(path: PathBuf, level: Level) {
+    if let Some(job) = point_at(path, level) {
+        hand_over(job);
+    }
+}
+
+/// [`init`] whose writer is woken later, by [`wake_writer`]: the lines
+/// meanwhile wait in its channel. Waking a thread costs the caller
+/// 10-40 µs on a virtual machine; the server's start on Neovim's main
+/// thread leaves it to a thread of the runtime.
+pub fn init_deferred(path: PathBuf, level: Level) {
+    if let Some(job) = point_at(path, level) {
+        *WAITING.locked() = Some(job);
+    }
+}
+
+/// Gives the writer its job if [`init_deferred`] left one (else nothing).
+pub fn wake_writer() {
+    let job = WAITING.locked().take();
+    if let Some(job) = job {
+        hand_over(job);
+    }
+}
+
+/// The level, and for a new path the channel lines go to from now on
+/// and the writer's job (None: the same file, its writer kept).
+fn point_at(path: PathBuf, level: Level) -> Option<WriterJob> {
     MIN_LEVEL.store(level as u8, Ordering::Relaxed);
     {
         let mut current = PATH.locked();
         if current.as_ref() == Some(&path) {
-            return; // same file: keep the writer
+            return None; // same file: keep the writer
         }
         *current = Some(path.clone());
     }
     let (tx, rx) = mpsc::channel::<String>();
-    // The spare writer made by `prepare`, if any; else a new thread.
+    *SINK.locked() = Some(tx);
+    Some((path, rx))
+}
+
+/// Starts writing `job`: on the spare writer made by `prepare`, if any;
+/// else on a new thread. When no thread can be made, lines are dropped.
+fn hand_over(job: WriterJob) {
     let spare = SPARE.locked().take();
     let job = match spare {
-        Some(spare) => spare.send((path, rx)).err().map(|mpsc::SendError(job)| job),
-        None => Some((path, rx)),
+        Some(spare) => spare.send(job).err().map(|mpsc::SendError(job)| job),
+        None => Some(job),
     };
-    let started = match job {
-        None => true,
-        Some((path, rx)) => spawn_writer(move || write_lines(path, rx)),
-    };
-    if started {
-        *SINK.locked() = Some(tx);
+    if let Some((path, rx)) = job {
+        if !spawn_writer(move || write_lines(path, rx)) {
+            *SINK.locked() = None;
+        }
     }
 }
+
+/// A writer's job [`init_deferred`] left for [`wake_writer`].
+static WAITING: Mutex<Option<WriterJob>> = Mutex::new(None);
 
 /// A writer thread's work: a file, and the lines to append to it.
 type WriterJob = (PathBuf, mpsc::Receiver<String>);
@@ -412,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn the_spare_writer_takes_the_first_file_and_a_new_thread_the_next() {
+    fn the_spare_writer_takes_the_first_file_a_new_thread_the_next_and_a_deferred_one_waits() {
         let t = crate::testutil::TempDir::new("logspare");
         let read = |path: &Path, text: &str| {
             let deadline = Instant::now() + Duration::from_secs(5);
@@ -436,6 +469,16 @@ mod tests {
         info("line for a new writer");
         assert!(read(&second, "line for a new writer"));
         assert!(!std::fs::read_to_string(&first).unwrap().contains("line for a new writer"));
+        // A deferred writer: lines wait in its channel until it is woken.
+        let third = t.0.join("third.log");
+        init_deferred(third.clone(), Level::Info);
+        info("line before the wake");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!third.exists(), "no writer before wake_writer");
+        wake_writer();
+        info("line after the wake");
+        assert!(read(&third, "line before the wake") && read(&third, "line after the wake"));
+        assert!(WAITING.locked().is_none());
         *PATH.locked() = None;
         *SINK.locked() = None;
     }

@@ -11,7 +11,9 @@
 //! a protocol that needs a payload encodes it, the others reuse the text.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -67,7 +69,28 @@ pub struct EditorState {
     pub loaded_buffers: LoadedBuffers,
     /// The file watcher, when it runs.
     pub file_watch: FileWatch,
+    /// Asks the editor to publish its selection and visible files (they
+    /// arrive through `publish_*`). Not done when the session starts: the
+    /// first read costs the editor's main thread ~0.1 ms of start-up, for
+    /// a state no agent may ever ask for. The first reader asks.
+    context_reader: OnceLock<ContextReader>,
+    context_asked: AtomicBool,
 }
+
+/// How the editor is asked for its selection and visible files.
+struct ContextReader(Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ContextReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContextReader")
+    }
+}
+
+/// How long a client's first message waits for the editor's first read of
+/// its selection and visible files ([`EditorState::context_ready`]): longer
+/// only while the editor is held up (a hit-enter prompt); then it is
+/// answered with what is known.
+pub const CONTEXT_WAIT: Duration = Duration::from_secs(1);
 
 impl EditorState {
     pub fn new(workspace_folders: Vec<String>) -> Self {
@@ -78,7 +101,36 @@ impl EditorState {
             visible_files: watch::Sender::new(None),
             loaded_buffers: LoadedBuffers::default(),
             file_watch: FileWatch::default(),
+            context_reader: OnceLock::new(),
+            context_asked: AtomicBool::new(false),
         }
+    }
+
+    /// How the editor is asked for its selection and visible files (once,
+    /// by the first reader); without one they are whatever was published.
+    pub fn set_context_reader(&self, read: impl Fn() + Send + Sync + 'static) {
+        let _ = self.context_reader.set(ContextReader(Box::new(read)));
+    }
+
+    /// Asks the editor for its first read, once.
+    fn ask_context(&self) {
+        if let Some(read) = self.context_reader.get() {
+            if !self.context_asked.swap(true, Ordering::AcqRel) {
+                (read.0)();
+            }
+        }
+    }
+
+    /// Returns once the editor's selection and visible files have been
+    /// published at least once (asking for them the first time), or after
+    /// [`CONTEXT_WAIT`]. Every front-end awaits it before serving a client.
+    pub async fn context_ready(&self) {
+        if self.context_reader.get().is_none() || self.visible_files.borrow().is_some() {
+            return;
+        }
+        let mut visible = self.visible_files.subscribe();
+        self.ask_context();
+        let _ = tokio::time::timeout(CONTEXT_WAIT, visible.wait_for(Option::is_some)).await;
     }
 
     pub fn workspace_folders(&self) -> Vec<String> {
@@ -91,23 +143,28 @@ impl EditorState {
 
     /// The current selection (or cursor), if any was published.
     pub fn selection(&self) -> Option<Arc<SelectionSnapshot>> {
+        self.ask_context();
         self.selection.borrow().clone()
     }
 
     /// The newest selection that was more than a cursor, else the current one.
     pub fn latest_range(&self) -> Option<Arc<SelectionSnapshot>> {
+        self.ask_context();
         self.latest_range.locked().clone()
     }
 
     pub fn visible_files(&self) -> Option<Arc<VisibleFilesSnapshot>> {
+        self.ask_context();
         self.visible_files.borrow().clone()
     }
 
     pub fn subscribe_selection(&self) -> watch::Receiver<Option<Arc<SelectionSnapshot>>> {
+        self.ask_context();
         self.selection.subscribe()
     }
 
     pub fn subscribe_visible_files(&self) -> watch::Receiver<Option<Arc<VisibleFilesSnapshot>>> {
+        self.ask_context();
         self.visible_files.subscribe()
     }
 

@@ -56,6 +56,9 @@ pub type Outcome = Result<Answer, ToolError>;
 /// (the request's place and bytes in flight) is released before a tool
 /// waits for the user.
 pub async fn call(name: &str, args: &Map<String, Value>, cx: &Context<'_>, held: &mut Held) -> Option<Outcome> {
+    // The editor's selection and visible files, read when first needed
+    // (at once when they are).
+    cx.hub.state.context_ready().await;
     Some(match name {
         "get_selection" => state::get_selection(args, cx),
         "get_open_files" => state::get_open_files(cx).await,

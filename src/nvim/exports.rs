@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::{filetext, log};
-use crate::nvim::{annotations as editor_annotations, bridge, bulk, lua, session};
+use crate::nvim::{annotations as editor_annotations, bridge, bulk, ide_name, lua, session};
 use crate::serve::options::ServerOptions;
 
 /// The module's entry point (`luaopen_amp_core`, made by mlua), `require`d
@@ -36,168 +36,145 @@ fn amp_core(lua: &Lua) -> mlua::Result<Table> {
         .map_err(|e| mlua::Error::runtime(format!("amp_core failed to load: {e}")))
 }
 
+/// The module's table: each function is made the first time it is looked
+/// up (`__index`), and kept. Making all ~30 of them at load took ~0.05 ms
+/// of start-up, which needs four or five.
 fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    t.set("version", export(lua, "version", |()| Ok(env!("CARGO_PKG_VERSION")))?)?;
-    t.set(
-        "start",
-        export(lua, "start", |Json(options)| {
+    let index = lua.create_function(|lua, (t, name): (Table, mlua::String)| {
+        let Ok(name) = name.to_str() else { return Ok(None) };
+        let made = export_named(lua, &name)?;
+        if let Some(f) = &made {
+            t.raw_set(&*name, f.clone())?;
+        }
+        Ok(made)
+    })?;
+    let meta = lua.create_table()?;
+    meta.set("__index", index)?;
+    t.set_metatable(Some(meta));
+    Ok(t)
+}
+
+/// The exported function `name`, made on first use (see [`exports`]).
+fn export_named(lua: &Lua, name: &str) -> mlua::Result<Option<Function>> {
+    Ok(Some(match name {
+        "version" => export(lua, "version", |()| Ok(env!("CARGO_PKG_VERSION")))?,
+        "start" => export(lua, "start", |Json(mut options)| {
+            // Made here when left out (lua/amp/core.lua does): no Lua
+            // module is loaded for it at start-up.
+            if let Value::Object(fields) = &mut options {
+                if !fields.contains_key("ide_name") {
+                    fields.insert("ide_name".into(), ide_name::ide_name().into());
+                }
+            }
             session::start(ServerOptions::from_json(&options).map_err(|e| e.to_string())?)
         })?,
-    )?;
-    t.set(
-        "stop",
-        export(lua, "stop", |()| {
+        "stop" => export(lua, "stop", |()| {
             session::stop();
             Ok(())
         })?,
-    )?;
-    t.set("status", export(lua, "status", |()| Ok(session::status()))?)?;
-    t.set("running", export(lua, "running", |()| Ok(session::running()))?)?;
-    // Whether big reads and writes use Neovim's C API on this version (nvim::bulk).
-    t.set("bulk_c_api", export(lua, "bulk_c_api", |()| Ok(bulk::c_api()))?)?;
-    t.set(
-        "set_workspace_folders",
-        export(lua, "set_workspace_folders", |folders: Vec<String>| session::set_workspace_folders(folders))?,
-    )?;
-    // at_mentioned(path, line_start, line_end): 0-based, end inclusive; the
-    // number of Claude clients it was queued for.
-    t.set(
-        "at_mentioned",
-        export(lua, "at_mentioned", |(path, start, end): (String, usize, usize)| {
+        "status" => export(lua, "status", |()| Ok(session::status()))?,
+        "running" => export(lua, "running", |()| Ok(session::running()))?,
+        // Whether big reads and writes use Neovim's C API on this version (nvim::bulk).
+        "bulk_c_api" => export(lua, "bulk_c_api", |()| Ok(bulk::c_api()))?,
+        "set_workspace_folders" => {
+            export(lua, "set_workspace_folders", |folders: Vec<String>| session::set_workspace_folders(folders))?
+        }
+        // at_mentioned(path, line_start, line_end): 0-based, end inclusive; the
+        // number of Claude clients it was queued for.
+        "at_mentioned" => export(lua, "at_mentioned", |(path, start, end): (String, usize, usize)| {
             Ok(session::at_mentioned(&path, start, end))
         })?,
-    )?;
-    // broadcast("userSentMessage" | "appendToPrompt", { message = text }):
-    // the text to every client whose protocol carries it; how many got it.
-    t.set(
-        "broadcast",
-        export(lua, "broadcast", |(kind, Json(payload)): (Broadcast, Json)| {
+        // broadcast("userSentMessage" | "appendToPrompt", { message = text }):
+        // the text to every client whose protocol carries it; how many got it.
+        "broadcast" => export(lua, "broadcast", |(kind, Json(payload)): (Broadcast, Json)| {
             let text =
                 payload.get("message").and_then(Value::as_str).ok_or("broadcast: expected { message = text }")?;
             Ok(session::send_text(kind == Broadcast::UserSentMessage, text))
         })?,
-    )?;
-    // Hot paths (autocmds): no arguments used, nothing returned.
-    t.set("selection_changed", quiet(lua, session::selection_changed)?)?;
-    // SAFETY: `cursor_moved` reads only its own arguments off the stack.
-    t.set("cursor_moved", unsafe { lua.create_c_function(cursor_moved) }?)?;
-    t.set("visible_files_changed", quiet(lua, session::visible_files_changed)?)?;
-    t.set("buffers_changed", quiet(lua, session::buffers_changed)?)?;
-    t.set(
-        "buffer_written",
-        export(lua, "buffer_written", |name: String| {
+        // Hot paths (autocmds): no arguments used, nothing returned.
+        "selection_changed" => quiet(lua, session::selection_changed)?,
+        // SAFETY: `cursor_moved` reads only its own arguments off the stack.
+        "cursor_moved" => unsafe { lua.create_c_function(cursor_moved) }?,
+        "visible_files_changed" => quiet(lua, session::visible_files_changed)?,
+        "buffers_changed" => quiet(lua, session::buffers_changed)?,
+        "buffer_written" => export(lua, "buffer_written", |name: String| {
             session::buffer_written(&name);
             Ok(())
         })?,
-    )?;
-    t.set(
-        "set_read_options",
-        export(lua, "set_read_options", |Json(options)| {
+        "set_read_options" => export(lua, "set_read_options", |Json(options)| {
             let read = crate::serve::options::read_options("read_options", &options).map_err(|e| e.to_string())?;
             filetext::set_read_options(read);
             Ok(())
         })?,
-    )?;
-    t.set("take_disk_version", export(lua, "take_disk_version", |name: String| session::take_disk_version(&name))?)?;
-    // `:Amp tap pair`: the code the user typed, to the tap connection
-    // waiting for it (lua/amp/tap.lua).
-    t.set(
-        "tap_pair",
-        export(lua, "tap_pair", |code: String| crate::tap::pairing::submit(&code).map_err(|e| e.to_string()))?,
-    )?;
-    // OpenCtx (see lua/amp/openctx.lua).
-    t.set(
-        "openctx_configure",
-        export(lua, "openctx_configure", |Json(options)| {
+        "take_disk_version" => export(lua, "take_disk_version", |name: String| session::take_disk_version(&name))?,
+        // `:Amp tap pair`: the code the user typed, to the tap connection
+        // waiting for it (lua/amp/tap.lua).
+        "tap_pair" => {
+            export(lua, "tap_pair", |code: String| crate::tap::pairing::submit(&code).map_err(|e| e.to_string()))?
+        }
+        // OpenCtx (see lua/amp/openctx.lua).
+        "openctx_configure" => export(lua, "openctx_configure", |Json(options)| {
             crate::nvim::openctx::configure(crate::nvim::openctx::ServiceOptions::from_json(&options)?)
         })?,
-    )?;
-    // The Lua function that takes the answers to requests made with an id.
-    t.set(
-        "openctx_set_resolver",
-        lua.create_function(|_, resolve: Function| {
+        // The Lua function that takes the answers to requests made with an id.
+        "openctx_set_resolver" => lua.create_function(|_, resolve: Function| {
             editor_annotations::set_resolver(resolve);
             Ok(())
         })?,
-    )?;
-    t.set(
-        "openctx_stop",
-        export(lua, "openctx_stop", |()| {
+        "openctx_stop" => export(lua, "openctx_stop", |()| {
             crate::nvim::openctx::stop();
             Ok(())
         })?,
-    )?;
-    t.set("openctx_running", export(lua, "openctx_running", |()| Ok(crate::nvim::openctx::running()))?)?;
-    t.set(
-        "openctx_refresh_buffer",
-        export(lua, "openctx_refresh_buffer", |bufnr: i32| crate::nvim::openctx::refresh_buffer(bufnr))?,
-    )?;
-    t.set("openctx_reset", export(lua, "openctx_reset", |()| crate::nvim::openctx::reset())?)?;
-    t.set(
-        "openctx_set_visible",
-        export(lua, "openctx_set_visible", |visible: Option<bool>| {
+        "openctx_running" => export(lua, "openctx_running", |()| Ok(crate::nvim::openctx::running()))?,
+        "openctx_refresh_buffer" => {
+            export(lua, "openctx_refresh_buffer", |bufnr: i32| crate::nvim::openctx::refresh_buffer(bufnr))?
+        }
+        "openctx_reset" => export(lua, "openctx_reset", |()| crate::nvim::openctx::reset())?,
+        "openctx_set_visible" => export(lua, "openctx_set_visible", |visible: Option<bool>| {
             editor_annotations::set_visible(visible.unwrap_or(true));
             Ok(())
         })?,
-    )?;
-    // Hot path: the annotations' decoration provider `on_win`, called on
-    // every redraw of every window; returns false, never raises.
-    t.set(
-        "openctx_on_win",
-        lua.create_function(|_, args: mlua::MultiValue| {
+        // Hot path: the annotations' decoration provider `on_win`, called on
+        // every redraw of every window; returns false, never raises.
+        "openctx_on_win" => lua.create_function(|_, args: mlua::MultiValue| {
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| editor_annotations::on_win(&args))) {
                 log::error(format!("panic drawing annotations: {}", bridge::panic_message(&panic)));
             }
             Ok(false)
         })?,
-    )?;
-    // A buffer unloaded or wiped out (its annotations' state goes), and the
-    // buffers that still have some (for tests).
-    t.set(
-        "openctx_forget_buffer",
-        export(lua, "openctx_forget_buffer", |bufnr: i32| {
+        // A buffer unloaded or wiped out (its annotations' state goes), and the
+        // buffers that still have some (for tests).
+        "openctx_forget_buffer" => export(lua, "openctx_forget_buffer", |bufnr: i32| {
             editor_annotations::forget_buffer(bufnr);
             Ok(())
         })?,
-    )?;
-    t.set(
-        "openctx_tracked_buffers",
-        export(lua, "openctx_tracked_buffers", |()| Ok(editor_annotations::tracked_buffers()))?,
-    )?;
-    t.set(
-        "openctx_mentions",
-        export(lua, "openctx_mentions", |(query, path, id): (Option<String>, Option<String>, i64)| {
-            crate::nvim::openctx::mentions(query.unwrap_or_default(), path.unwrap_or_default(), id)
-        })?,
-    )?;
-    t.set("openctx_check", export(lua, "openctx_check", |id: i64| crate::nvim::openctx::check(id))?)?;
-    t.set(
-        "openctx_items_mention",
-        export(lua, "openctx_items_mention", |(provider, Json(mention), id): (String, Json, i64)| {
-            crate::nvim::openctx::items_for_mention(provider, mention, id)
-        })?,
-    )?;
-    t.set(
-        "openctx_items_message",
-        export(lua, "openctx_items_message", |(message, id): (String, i64)| {
+        "openctx_tracked_buffers" => {
+            export(lua, "openctx_tracked_buffers", |()| Ok(editor_annotations::tracked_buffers()))?
+        }
+        "openctx_mentions" => {
+            export(lua, "openctx_mentions", |(query, path, id): (Option<String>, Option<String>, i64)| {
+                crate::nvim::openctx::mentions(query.unwrap_or_default(), path.unwrap_or_default(), id)
+            })?
+        }
+        "openctx_check" => export(lua, "openctx_check", |id: i64| crate::nvim::openctx::check(id))?,
+        "openctx_items_mention" => {
+            export(lua, "openctx_items_mention", |(provider, Json(mention), id): (String, Json, i64)| {
+                crate::nvim::openctx::items_for_mention(provider, mention, id)
+            })?
+        }
+        "openctx_items_message" => export(lua, "openctx_items_message", |(message, id): (String, i64)| {
             crate::nvim::openctx::items_for_message(message, id)
         })?,
-    )?;
-    // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
-    t.set(
-        "configure_log",
-        export(lua, "configure_log", |(file, level, max): (String, Option<Level>, Option<u64>)| {
+        // configure_log(file, level, max_bytes?): the log file, its level and its size cap.
+        "configure_log" => export(lua, "configure_log", |(file, level, max): (String, Option<Level>, Option<u64>)| {
             if let Some(max) = max {
                 log::set_max_bytes(max);
             }
             log::init(std::path::PathBuf::from(file), level.map_or(log::Level::Info, |l| l.0));
             Ok(())
         })?,
-    )?;
-    t.set(
-        "log",
-        export(lua, "log", |(level, Json(message)): (Option<Level>, Json)| {
+        "log" => export(lua, "log", |(level, Json(message)): (Option<Level>, Json)| {
             let level = level.map_or(log::Level::Info, |l| l.0);
             match message {
                 Value::String(s) => log::write(level, s),
@@ -205,8 +182,8 @@ fn exports(lua: &Lua) -> mlua::Result<Table> {
             }
             Ok(())
         })?,
-    )?;
-    Ok(t)
+        _ => return Ok(None),
+    }))
 }
 
 /// An argument read as JSON: options tables and payloads, whose shape the

@@ -23,9 +23,10 @@ thread_local! {
 
 struct State {
     lua: Lua,
-    helpers: Table,
-    /// Compiles a helper file by name (see [`LAZY`]).
-    prefer: Function,
+    /// The helpers' table, and the function that compiles a helper file by
+    /// name (see [`LAZY`]); made on the first helper call (the server's
+    /// start needs none).
+    helpers: OnceCell<(Table, Function)>,
     api: Table,
     /// Helpers already looked up by name (hot paths call them per keystroke).
     resolved: std::cell::RefCell<HashMap<&'static str, Function>>,
@@ -104,11 +105,10 @@ fn load_helpers(lua: &Lua) -> mlua::Result<(Table, Function)> {
 
 /// Called once when the module is loaded (main thread).
 pub fn init(lua: &Lua) -> mlua::Result<()> {
-    let (helpers, prefer) = load_helpers(lua)?;
     let vim: Table = lua.globals().get("vim")?;
     let api: Table = vim.get("api")?;
     STATE.with(|s| {
-        let _ = s.set(State { lua: lua.clone(), helpers, prefer, api, resolved: Default::default() });
+        let _ = s.set(State { lua: lua.clone(), helpers: OnceCell::new(), api, resolved: Default::default() });
     });
     Ok(())
 }
@@ -137,8 +137,15 @@ pub fn helper<A: IntoLuaMulti, R: FromLuaMulti>(name: &'static str, args: A) -> 
             Some(f) => f,
             None => {
                 let module = caller.rsplit('/').next().unwrap_or_default().trim_end_matches(".rs");
-                s.prefer.call::<()>(module)?;
-                let f: Function = s.helpers.get(name)?;
+                let (helpers, prefer) = match s.helpers.get() {
+                    Some(made) => made,
+                    None => {
+                        let made = load_helpers(&s.lua)?;
+                        s.helpers.get_or_init(|| made)
+                    }
+                };
+                prefer.call::<()>(module)?;
+                let f: Function = helpers.get(name)?;
                 s.resolved.borrow_mut().insert(name, f.clone());
                 f
             }

@@ -17,6 +17,7 @@ pub mod events;
 pub mod exports;
 pub mod file_record;
 pub mod files;
+pub mod ide_name;
 pub mod lua;
 pub mod open;
 pub mod openctx;

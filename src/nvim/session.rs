@@ -74,16 +74,28 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
     }
     if let Some(file) = &options.log_file {
         log::set_max_bytes(options.log_max_bytes);
-        log::init(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
+        // Its writer is woken by the runtime (below).
+        log::init_deferred(PathBuf::from(file), log::Level::parse(&options.log_level).unwrap_or(log::Level::Info));
     }
     crate::core::filetext::set_read_options(options.read_options.clone());
     raise_nofile_limit();
     let runtime = super::runtime::handle().map_err(remember)?;
     bridge::open().map_err(remember)?;
     let hub = Arc::new(Hub::new(options, Arc::new(super::editor::Neovim)));
+    // What the user looks at is read when a client first needs it, not
+    // here (see `EditorState::context_ready`).
+    hub.state.set_context_reader(|| {
+        // The selection first: a reader waits for the visible files.
+        let _ = bridge::post(|| {
+            selection_changed();
+            visible_files_changed();
+        });
+    });
 
-    // The session's tasks are spawned on the plugin's runtime (Hub::spawn).
+    // The session's tasks are spawned on the plugin's runtime (Hub::spawn),
+    // those of the start as one (Tasks::hold).
     let _in_runtime = runtime.enter();
+    hub.tasks.hold();
     let mut front_ends = Vec::new();
     let mut announced = Vec::new();
     for (id, start) in FRONT_ENDS {
@@ -103,19 +115,17 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
             }
         }
     }
-    if hub.options.watch_files {
-        if let Some(commands) = hub.state.file_watch.start() {
-            let debounce = Duration::from_millis(hub.options.watch_debounce_ms);
-            let (closing, editor) = (hub.tasks.closing.clone(), hub.editor.clone());
-            hub.spawn(async move {
-                closing.run_until_cancelled(crate::core::filewatch::run(commands, debounce, editor)).await
-            });
-        }
-    }
+    // The file watcher (its commands are queued until it runs), with the
+    // announcements in one task.
+    let watcher = hub.options.watch_files.then(|| hub.state.file_watch.start()).flatten().map(|commands| {
+        let debounce = Duration::from_millis(hub.options.watch_debounce_ms);
+        let (closing, editor) = (hub.tasks.closing.clone(), hub.editor.clone());
+        async move { closing.run_until_cancelled(crate::core::filewatch::run(commands, debounce, editor)).await }
+    });
     let session = Session { runtime, hub: hub.clone(), front_ends };
-    let info = session.amp_info();
+    let mut info = session.amp_info();
     let started = info.clone();
-    hub.spawn({
+    let announcing = {
         let hub = hub.clone();
         async move {
             let mut written = true;
@@ -129,17 +139,33 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
                 let _ = bridge::post(move || events::fire("AmpServerStarted", &started));
             }
         }
+    };
+    hub.spawn_detached(async move {
+        match watcher {
+            Some(watcher) => {
+                tokio::join!(announcing, watcher);
+            }
+            None => announcing.await,
+        }
     });
+    // The log's writer is woken there too.
+    hub.tasks.release(log::wake_writer);
+    // What a terminal of this Neovim needs to attach its agent (empty when
+    // Amp alone is served: its CLI finds the lockfile), so the caller
+    // does not ask status() for it.
+    let env: Map<String, Value> =
+        session.front_ends.iter().flat_map(|f| f.terminal_env()).map(|(k, v)| (k.to_owned(), v.into())).collect();
+    info["env"] = Value::Object(env);
     *current() = Some(session);
-    // What the user looks at right now, for the first client.
-    visible_files_changed();
-    selection_changed();
+    // The loaded buffers, for the file watcher.
     buffers_changed();
     Ok(info)
 }
 
 fn remember(message: String) -> String {
     log::error(&message);
+    // A start that failed spawns no task to wake the log's writer.
+    log::wake_writer();
     *LAST_ERROR.locked() = Some(message.clone());
     message
 }
@@ -172,6 +198,8 @@ fn raise_nofile_limit() {
 /// never hangs.
 pub fn stop() {
     let Some(session) = current().take() else { return };
+    // (Woken by the start's task already, unless that never ran.)
+    log::wake_writer();
     let hub = session.hub.clone();
     // Every front-end's clients get their close frames; bounded, and no
     // task survives it.

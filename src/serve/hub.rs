@@ -56,6 +56,15 @@ impl Hub {
         self.tasks.spawn(task)
     }
 
+    /// Runs `task`, which nobody joins, as one of the session's tasks (see
+    /// [`Tasks::spawn_detached`]: while the session starts, with the others).
+    pub fn spawn_detached<F>(&self, task: F)
+    where
+        F: std::future::Future + Send + 'static,
+    {
+        self.tasks.spawn_detached(task)
+    }
+
     /// Registers `owner`, a client of `agent`, at most `server.max_clients`
     /// per agent.
     pub fn connect(&self, agent: Agent, owner: Owner) -> Result<Connection, TooMany> {

@@ -3,10 +3,14 @@
 //! them all, bounded in time so Neovim's exit never hangs.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+use crate::core::sync::LockExt;
 
 #[derive(Debug, Default)]
 pub struct Tasks {
@@ -17,6 +21,19 @@ pub struct Tasks {
     /// still running is dropped.
     stopped: CancellationToken,
     tracker: TaskTracker,
+    /// Tasks [`Tasks::spawn_detached`] keeps while the session starts
+    /// ([`Tasks::hold`]), spawned together by [`Tasks::release`].
+    held: Mutex<Option<Held>>,
+}
+
+/// Tasks waiting for [`Tasks::release`].
+#[derive(Default)]
+struct Held(Vec<Pin<Box<dyn Future<Output = ()> + Send>>>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} held tasks", self.0.len())
+    }
 }
 
 impl Tasks {
@@ -28,6 +45,51 @@ impl Tasks {
         F::Output: Send + 'static,
     {
         self.tracker.spawn(self.stopped.clone().run_until_cancelled_owned(task))
+    }
+
+    /// [`Tasks::spawn`] for a task nobody joins; between [`Tasks::hold`]
+    /// and [`Tasks::release`] it is kept and spawned with the others.
+    pub fn spawn_detached<F>(&self, task: F)
+    where
+        F: Future + Send + 'static,
+    {
+        let mut held = self.held.locked();
+        match held.as_mut() {
+            Some(held) => {
+                let stopped = self.stopped.clone();
+                held.0.push(Box::pin(async move {
+                    stopped.run_until_cancelled_owned(task).await;
+                }));
+            }
+            None => {
+                drop(held);
+                self.tracker.spawn(self.stopped.clone().run_until_cancelled_owned(async move {
+                    task.await;
+                }));
+            }
+        }
+    }
+
+    /// From now until [`Tasks::release`], [`Tasks::spawn_detached`] keeps
+    /// its tasks: the session's start on Neovim's main thread spawns them
+    /// as one. Each task spawned from outside the runtime wakes one of its
+    /// threads, 10-40 µs of the caller's on a virtual machine; a task of
+    /// the runtime spawns the rest.
+    pub fn hold(&self) {
+        *self.held.locked() = Some(Held::default());
+    }
+
+    /// Spawns the tasks kept since [`Tasks::hold`], with one wake-up of the
+    /// runtime; `first` runs before them, on the thread that spawns them.
+    pub fn release(&self, first: impl FnOnce() + Send + 'static) {
+        let held = self.held.locked().take().unwrap_or_default();
+        let tracker = self.tracker.clone();
+        self.tracker.spawn(async move {
+            first();
+            for task in held.0 {
+                tracker.spawn(task);
+            }
+        });
     }
 
     pub fn is_closing(&self) -> bool {
@@ -80,5 +142,40 @@ mod tests {
         assert_eq!(runtime.block_on(polite).unwrap(), Some(()));
         assert_eq!(runtime.block_on(stubborn).unwrap(), None, "dropped at stop");
         assert!(tasks.is_closing());
+    }
+
+    #[test]
+    fn held_tasks_wait_for_the_release_and_end_with_the_session() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let tasks = std::sync::Arc::new(Tasks::default());
+        let _in = runtime.enter();
+        let (ran_tx, ran) = std::sync::mpsc::channel::<&str>();
+        tasks.hold();
+        for name in ["a", "b"] {
+            let ran_tx = ran_tx.clone();
+            tasks.spawn_detached(async move {
+                let _ = ran_tx.send(name);
+            });
+        }
+        let closing = tasks.closing.clone();
+        tasks.spawn_detached(async move { closing.cancelled().await });
+        assert!(ran.recv_timeout(Duration::from_millis(100)).is_err(), "held until the release");
+        let first = ran_tx.clone();
+        tasks.release(move || {
+            let _ = first.send("first");
+        });
+        let order: Vec<&str> = (0..3).map(|_| ran.recv_timeout(Duration::from_secs(2)).unwrap()).collect();
+        assert_eq!(order[0], "first");
+        assert!(order.contains(&"a") && order.contains(&"b"));
+        // Not held any more: spawned at once.
+        let late = ran_tx.clone();
+        tasks.spawn_detached(async move {
+            let _ = late.send("late");
+        });
+        assert_eq!(ran.recv_timeout(Duration::from_secs(2)).unwrap(), "late");
+        // The held task that waits for the session's end is tracked: stop ends it.
+        let started = std::time::Instant::now();
+        tasks.stop(runtime.handle(), Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(2), "the tracked tasks ended at once");
     }
 }

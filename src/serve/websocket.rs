@@ -148,7 +148,9 @@ pub fn spawn_accepting<P: Protocol>(protocol: Arc<P>, listener: tokio::net::TcpL
     let serve = move |stream, slot| serve(protocol.clone(), stream, slot);
     let handshakes = hub.handshakes.clone();
     let accepting = hub.clone();
-    hub.spawn(async move { super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await });
+    hub.spawn_detached(async move {
+        super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await
+    });
 }
 
 /// Serves one accepted connection of `protocol`.
@@ -191,6 +193,9 @@ pub async fn serve<P: Protocol>(protocol: Arc<P>, stream: TcpStream, slot: Hands
             return;
         }
     };
+    // Its first messages see the editor's state (read when the first
+    // client comes).
+    hub.state.context_ready().await;
     let (queue, outgoing) = mpsc::channel(hub.options.send_queue);
     let outbox = Outbox { queue, kick: Arc::new(Notify::new()) };
     let client = Arc::new(protocol.open(&outbox, connection.owner));

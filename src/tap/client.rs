@@ -369,7 +369,7 @@ pub fn start(hub: &Arc<Hub>) -> Result<Started, StartError> {
         pairing,
         workspace: Notify::new(),
     });
-    hub.spawn(client.clone().run(codes));
+    hub.spawn_detached(client.clone().run(codes));
     let announce: Announce = Box::pin(async { Ok(PathBuf::new()) });
     Ok(Started { front_end: client, announce })
 }

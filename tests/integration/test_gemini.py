@@ -85,11 +85,11 @@ def test_in_a_container_terminals_are_told_gemini_shares_it(nvim_factory, amp_en
     ed = start(nvim_factory, amp_env, _extra_env={"SSH_CONNECTION": "", "REMOTE_CONTAINERS": ""})
     discovery(ed)
     assert ed.lua("return vim.env.REMOTE_CONTAINERS") == ("true" if in_container else "")
-    assert ed.lua("return require('amp.core').agent_env().REMOTE_CONTAINERS") == ("true" if in_container else None)
+    assert ed.lua("return require('amp.agent_env').env().REMOTE_CONTAINERS") == ("true" if in_container else None)
     # Over SSH Gemini dials 127.0.0.1 already: nothing is added, and a stop
     # gives the variable its value from before.
     ed.lua("vim.env.SSH_CONNECTION = '10.0.0.1 5 10.0.0.2 22'")
-    assert "REMOTE_CONTAINERS" not in ed.lua("return require('amp.core').agent_env()")
+    assert "REMOTE_CONTAINERS" not in ed.lua("return require('amp.agent_env').env()")
     ed.lua("require('amp').stop()")
     # Empty before; Neovim's setenv() of "" unsets it.
     assert ed.lua("return vim.env.REMOTE_CONTAINERS") in ("", None)
@@ -401,7 +401,7 @@ def run_gemini(ed, amp_env, turns, extra_env=None):
     # What a terminal Neovim starts gets (:Amp open gemini): the plugin's
     # agent variables, REMOTE_CONTAINERS included when this runs in a
     # container (as on CI), without which Gemini dials host.docker.internal.
-    agent_env = ed.lua("return require('amp.core').agent_env()")
+    agent_env = ed.lua("return require('amp.agent_env').env()")
     status = gemini_status(ed)
     assert agent_env["GEMINI_CLI_IDE_SERVER_PORT"] == str(status["port"])
     assert agent_env["GEMINI_CLI_IDE_PID"] == str(ed.pid)

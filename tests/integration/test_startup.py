@@ -1,4 +1,5 @@
-"""What start-up loads, and what waits for the editor's first event.
+"""What start-up loads, and what waits for the editor's first event or
+the first agent.
 
 The modules that feed editor events to the server (lua/amp/context.lua,
 lua/amp/files.lua) are not loaded at start-up: core.lua gives their
@@ -9,19 +10,31 @@ the plugin and check, end to end, that the first event of each kind is
 still reported (a cursor move, to a connected client) or handled (a file
 opened is watched), and that the lists of events in
 core.lua cover every event the modules' autocmds are for.
+
+`setup({})` loads only the start path (the generated defaults, amp.native,
+amp.core), and the server's start does not read the selection and the
+visible files: the first client's connection has them read, and its first
+notifications carry them (src/core/published.rs, `context_ready`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from context_helpers import connect_recorder, cursor_payload, feed
+from context_helpers import connect_recorder, cursor_payload, feed, visible_payload
 from filewatch_helpers import install_probes, timed_reload, wait_event
 from harness import Editor
 
 FEATURES = {"amp.context": "AmpEditorContext", "amp.files": "AmpFileWatch"}
+# Modules `setup({})` and the server's start do without: the options'
+# schema, the version check, the buffer rule (the helpers' first use), the
+# agents' environment (Amp alone needs none), the library's age check (2 s
+# later), the connection notices.
+NOT_AT_START = ("amp.config", "amp.config.schema", "amp.version", "amp.buffer", "amp.agent_env",
+                "amp.native.stale", "amp.connection", "amp.notify")
 LINES = ["first line", "second line", "third line"]
 TEXT = "".join(line + "\n" for line in LINES)
 
@@ -77,6 +90,41 @@ def test_event_modules_wait_for_their_first_event_and_cover_their_events(nvim_fa
         # core.lua's list names every event the module's autocmds are for
         # (the buffer-local keystroke ones included).
         assert own and own <= waiting[group], (module, sorted(own - waiting[group]))
+
+
+def test_setup_with_no_options_loads_only_the_start_path(amp_env):
+    ed = Editor(amp_env, amp_env.workspace, {}, None)
+    try:
+        ed.wait_lockfile()
+        time.sleep(0.3)  # the start-up's slices are done
+        for module in ("amp.config.defaults", "amp.native", "amp.core"):
+            assert loaded(ed, module), module
+        # (Without the C API the library reads the version through amp.version.)
+        c_api_off = os.environ.get("AMP_NVIM_C_API") == "0"
+        for module in NOT_AT_START:
+            if not (c_api_off and module == "amp.version"):
+                assert not loaded(ed, module), f"{module} was loaded at start-up"
+        # The first client has the editor's state read (no file is shown):
+        # the buffer rule the helpers use (amp.buffer) loads then.
+        rec = connect_recorder(ed)
+        rec.wait_payload("visibleFilesDidChange", visible_payload())
+        assert loaded(ed, "amp.buffer")
+    finally:
+        ed.shutdown()
+
+
+def test_the_first_client_gets_the_state_read_when_it_connects(editor_on_a_file):
+    ed, path = editor_on_a_file("shown.txt")
+    time.sleep(0.3)
+    assert not loaded(ed, "amp.context")
+    rec = connect_recorder(ed)
+    # Its very first notifications: the file shown and the cursor at 1:1,
+    # read when it connected (no editor event since start-up), with no
+    # empty list before them.
+    rec.wait_payload("selectionDidChange", cursor_payload(path, 0, 0, LINES[0]))
+    first = rec.notes(name="visibleFilesDidChange")[0]
+    assert first.payload == visible_payload(path), first
+    assert not loaded(ed, "amp.context")
 
 
 def test_a_cursor_move_as_the_first_event_reaches_the_agent(editor_on_a_file):

@@ -186,7 +186,7 @@ def test_the_environment_function_takes_each_front_ends_variables(nvim_factory):
     to no_proxy, and gives nothing of a disabled agent or a stopped server."""
     ed = nvim_factory()
     env = ed.lua("""
-        return require('amp.core').agent_env({ running = true, workspace_folders = { '/w/a', '/w/b' },
+        return require('amp.agent_env').env({ running = true, workspace_folders = { '/w/a', '/w/b' },
           agents = {
             gemini = { enabled = true, port = 4242,
                        env = { GEMINI_CLI_IDE_SERVER_PORT = '4242', GEMINI_CLI_IDE_WORKSPACE_PATH = '/w/a:/w/b' } },
@@ -199,7 +199,7 @@ def test_the_environment_function_takes_each_front_ends_variables(nvim_factory):
     assert env["NEW_AGENT_PORT"] == "7"
     assert "CLAUDE_CODE_SSE_PORT" not in env
     assert "127.0.0.1" in env["no_proxy"].split(",") and "localhost" in env["no_proxy"].split(",")
-    stopped = "return require('amp.core').agent_env({ running = false, agents = { gemini = { env = { X = '1' } } } })"
+    stopped = "return require('amp.agent_env').env({ running = false, agents = { gemini = { env = { X = '1' } } } })"
     assert ed.lua(stopped) in ({}, [])
 
 
@@ -746,8 +746,8 @@ def test_no_proxy_gets_the_exact_loopback_entries(nvim_factory):
         "LOCALHOST,::1,,127.0.0.1": "LOCALHOST,::1,127.0.0.1",
     }
     for before, after in cases.items():
-        assert ed.lua("return require('amp.core').with_loopback(...)", before) == after, before
-    assert ed.lua("return require('amp.core').with_loopback(nil)") == "127.0.0.1,localhost,::1"
+        assert ed.lua("return require('amp.agent_env').with_loopback(...)", before) == after, before
+    assert ed.lua("return require('amp.agent_env').with_loopback(nil)") == "127.0.0.1,localhost,::1"
 
 
 def test_an_agents_loopback_request_never_goes_to_the_proxy(nvim_factory, tmp_path):

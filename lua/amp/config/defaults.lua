@@ -2,162 +2,205 @@
 -- do not edit (tests/integration/test_config.py fails when it is stale).
 -- `setup({})` at start-up reads these instead of building the schema.
 -- stylua: ignore
-return {
-  -- Every option's default (log_file is filled in when resolved), in new
-  -- tables the caller owns.
-  defaults = function()
-    return {
-      agents = {
-        amp = true,
-        claude = false,
-        codex = false,
-        copilot = false,
-        gemini = false,
-        mcp = false,
-        qwen = false,
-        tap = false,
+local M = {}
+
+-- Every option's default (log_file is filled in when resolved), in new
+-- tables the caller owns.
+function M.defaults()
+  return {
+    agents = {
+      amp = true,
+      claude = false,
+      codex = false,
+      copilot = false,
+      gemini = false,
+      mcp = false,
+      qwen = false,
+      tap = false,
+    },
+    auto_start = true,
+    codex = {
+      unofficial_ide_context = false,
+    },
+    edits = {
+      max_file_bytes = 33554432,
+      write_autocmds = "post",
+    },
+    install = {},
+    log_level = "info",
+    log_max_bytes = 10485760,
+    notify = {
+      connections = true,
+    },
+    openctx = {
+      debounce_ms = 300,
+      enabled = true,
+      max_file_bytes = 1048576,
+      node_command = "node",
+      providers = {},
+      startup_timeout_ms = 15000,
+      timeout_ms = 2000,
+    },
+    review = {
+      edit_file = false,
+      keys = {
+        accept_all = "gA",
+        accept_hunk = "ga",
+        reject_all = "gR",
+        reject_hunk = "gr",
       },
-      auto_start = true,
-      codex = {
-        unofficial_ide_context = false,
-      },
-      edits = {
-        max_file_bytes = 33554432,
-        write_autocmds = "post",
-      },
-      install = {},
-      log_level = "info",
-      log_max_bytes = 10485760,
-      notify = {
-        connections = true,
-      },
-      openctx = {
-        debounce_ms = 300,
-        enabled = true,
-        max_file_bytes = 1048576,
-        node_command = "node",
-        providers = {},
-        startup_timeout_ms = 15000,
-        timeout_ms = 2000,
-      },
-      review = {
-        edit_file = false,
-        keys = {
-          accept_all = "gA",
-          accept_hunk = "ga",
-          reject_all = "gR",
-          reject_hunk = "gr",
+      layout = "tab",
+      open_key = false,
+      timeout_ms = 300000,
+    },
+    selection = {
+      interval_ms = 10,
+    },
+    server = {
+      allowed_origins = {},
+      handshake_timeout_ms = 2000,
+      max_clients = 32,
+      max_frame_bytes = 67108864,
+      max_inflight_bytes = 268435456,
+      max_pending_handshakes = 16,
+      ping_interval_ms = 30000,
+      port = 0,
+      send_queue = 1024,
+    },
+    tap = {
+      url = "ws://localhost:9400",
+    },
+    terminal = {
+      cmd = {
+        amp = {
+          "amp",
         },
-        layout = "tab",
-        open_key = false,
-        timeout_ms = 300000,
-      },
-      selection = {
-        interval_ms = 10,
-      },
-      server = {
-        allowed_origins = {},
-        handshake_timeout_ms = 2000,
-        max_clients = 32,
-        max_frame_bytes = 67108864,
-        max_inflight_bytes = 268435456,
-        max_pending_handshakes = 16,
-        ping_interval_ms = 30000,
-        port = 0,
-        send_queue = 1024,
-      },
-      tap = {
-        url = "ws://localhost:9400",
-      },
-      terminal = {
-        cmd = {
-          amp = {
-            "amp",
-          },
-          claude = {
-            "claude",
-            "--permission-mode",
-            "default",
-          },
-          codex = {
-            "codex",
-          },
-          copilot = {
-            "copilot",
-          },
-          crush = {
-            "crush",
-          },
-          cursor = {
-            "cursor-agent",
-          },
-          gemini = {
-            "gemini",
-          },
-          goose = {
-            "goose",
-            "session",
-          },
-          kiro = {
-            "kiro-cli",
-            "chat",
-          },
-          opencode = {
-            "opencode",
-          },
-          qwen = {
-            "qwen",
-            "--approval-mode",
-            "default",
-          },
+        claude = {
+          "claude",
+          "--permission-mode",
+          "default",
         },
-        default = "amp",
-        position = "right",
-        size = 0.4,
+        codex = {
+          "codex",
+        },
+        copilot = {
+          "copilot",
+        },
+        crush = {
+          "crush",
+        },
+        cursor = {
+          "cursor-agent",
+        },
+        gemini = {
+          "gemini",
+        },
+        goose = {
+          "goose",
+          "session",
+        },
+        kiro = {
+          "kiro-cli",
+          "chat",
+        },
+        opencode = {
+          "opencode",
+        },
+        qwen = {
+          "qwen",
+          "--approval-mode",
+          "default",
+        },
       },
-      watch = {
-        debounce_ms = 20,
-        enabled = true,
-      },
-    }
-  end,
-  -- The options native `start` takes from a resolved configuration `c`,
-  -- under their native names (each option's `rust` in the schema); `copy`
-  -- copies a table.
-  native = function(c, copy)
-    return {
-      agents = {
-        amp = c.agents.amp,
-        claude = c.agents.claude,
-        codex = c.agents.codex,
-        copilot = c.agents.copilot,
-        gemini = c.agents.gemini,
-        mcp = c.agents.mcp,
-        qwen = c.agents.qwen,
-        tap = c.agents.tap,
-      },
-      allowed_origins = copy(c.server.allowed_origins),
-      codex_ide_context = c.codex.unofficial_ide_context,
-      handshake_timeout_ms = c.server.handshake_timeout_ms,
-      log_file = copy(c.log_file),
-      log_level = c.log_level,
-      log_max_bytes = c.log_max_bytes,
-      max_clients = c.server.max_clients,
-      max_file_bytes = c.edits.max_file_bytes,
-      max_frame_bytes = c.server.max_frame_bytes,
-      max_inflight_bytes = c.server.max_inflight_bytes,
-      max_pending_handshakes = c.server.max_pending_handshakes,
-      ping_interval_ms = c.server.ping_interval_ms,
-      port = c.server.port,
-      port_range = copy(c.server.port_range),
-      review_edit_file = c.review.edit_file,
-      review_timeout_ms = c.review.timeout_ms,
-      selection_interval_ms = c.selection.interval_ms,
-      send_queue = c.server.send_queue,
-      tap_url = c.tap.url,
-      watch_debounce_ms = c.watch.debounce_ms,
-      watch_files = c.watch.enabled,
-      write_autocmds = c.edits.write_autocmds,
-    }
-  end,
-}
+      default = "amp",
+      position = "right",
+      size = 0.4,
+    },
+    watch = {
+      debounce_ms = 20,
+      enabled = true,
+    },
+  }
+end
+
+-- The options native `start` takes from a resolved configuration `c`,
+-- under their native names (each option's `rust` in the schema); `copy`
+-- copies a table (M.copy when nil).
+function M.native(c, copy)
+  copy = copy or M.copy
+  return {
+    agents = {
+      amp = c.agents.amp,
+      claude = c.agents.claude,
+      codex = c.agents.codex,
+      copilot = c.agents.copilot,
+      gemini = c.agents.gemini,
+      mcp = c.agents.mcp,
+      qwen = c.agents.qwen,
+      tap = c.agents.tap,
+    },
+    allowed_origins = copy(c.server.allowed_origins),
+    codex_ide_context = c.codex.unofficial_ide_context,
+    handshake_timeout_ms = c.server.handshake_timeout_ms,
+    log_file = copy(c.log_file),
+    log_level = c.log_level,
+    log_max_bytes = c.log_max_bytes,
+    max_clients = c.server.max_clients,
+    max_file_bytes = c.edits.max_file_bytes,
+    max_frame_bytes = c.server.max_frame_bytes,
+    max_inflight_bytes = c.server.max_inflight_bytes,
+    max_pending_handshakes = c.server.max_pending_handshakes,
+    ping_interval_ms = c.server.ping_interval_ms,
+    port = c.server.port,
+    port_range = copy(c.server.port_range),
+    review_edit_file = c.review.edit_file,
+    review_timeout_ms = c.review.timeout_ms,
+    selection_interval_ms = c.selection.interval_ms,
+    send_queue = c.server.send_queue,
+    tap_url = c.tap.url,
+    watch_debounce_ms = c.watch.debounce_ms,
+    watch_files = c.watch.enabled,
+    write_autocmds = c.edits.write_autocmds,
+  }
+end
+
+-- A deep copy of an options table (no cycles); metatables are kept
+-- (`vim.empty_dict()` must stay one).
+function M.copy(value)
+  if type(value) ~= "table" then
+    return value
+  end
+  local out = {}
+  for k, v in pairs(value) do
+    out[k] = M.copy(v)
+  end
+  return setmetatable(out, getmetatable(value))
+end
+
+-- The log file's path made absolute and normal, the level lower case, a
+-- `{ min = , max = }` port range a list; `config` is changed and returned.
+function M.normalize(config)
+  local log_file = config.log_file or (vim.fn.stdpath("log") .. "/amp.log")
+  -- An absolute path without `//`, `.` or `..` parts, a trailing `/`,
+  -- `~`, `$` or `\` is already what normalizing gives (as stdpath()'s
+  -- usually is): vim.fs is not loaded for it at start-up.
+  local plain = log_file:sub(1, 1) == "/"
+    and not log_file:find("//", 1, true)
+    and not log_file:find("/%.%.?/")
+    and not log_file:find("/%.?%.?$")
+    and not log_file:find("[\\~$]")
+  config.log_file = plain and log_file or vim.fn.fnamemodify(vim.fs.normalize(log_file), ":p")
+  config.log_level = config.log_level:lower()
+  local range = config.server.port_range
+  if range ~= nil then
+    config.server.port_range = { range.min or range[1], range.max or range[2] }
+  end
+  return config
+end
+
+-- `setup({})`'s configuration: the defaults, resolved.
+function M.resolved()
+  return M.normalize(M.defaults())
+end
+
+return M

@@ -144,7 +144,7 @@ where
     let serve = move |stream, slot| serve(serving.clone(), stream, slot);
     let handshakes = hub.handshakes.clone();
     let accepting = hub.clone();
-    hub.spawn(async move {
+    hub.spawn_detached(async move {
         super::listener::accept_loop(listener, agent, handshakes, &accepting.tasks, serve).await;
         protocol.http().sessions.end_all();
     });
@@ -232,6 +232,9 @@ async fn handle<P: Protocol>(req: Request<Incoming>, protocol: &Arc<P>, standing
             return closing(StatusCode::SERVICE_UNAVAILABLE, "busy: too many connections");
         }
     }
+    // An admitted client's requests see the editor's state (read when the
+    // first one comes).
+    protocol.endpoint().hub.state.context_ready().await;
     let mut response = route(req, protocol).await;
     // Node's fetch keeps no idle socket whose server says it closes it
     // within its own threshold: no request races our header timeout.
