@@ -188,6 +188,27 @@ mod tests {
     }
 
     #[test]
+    fn huge_numeric_ids_are_echoed_as_the_same_number() {
+        // Found by fuzzing: without correctly rounded float parsing, the
+        // echoed 1.87490799e107 read back one ulp lower than the id sent.
+        let digits = format!("187490799{}977142714", "0".repeat(90));
+        for text in [
+            format!(r#"{{"clientRequest":{{"id":{digits},"ping":{{}}}}}}"#),
+            format!(r#"{{"clientRequest":{{"id":{digits}}}}}"#),
+        ] {
+            let id = match decode_request(&text) {
+                Ok(req) => req.id,
+                Err(failure) => failure.id,
+            };
+            let sent: Value = serde_json::from_str(&digits).unwrap();
+            assert_eq!(id, sent);
+            let frame = encode_error(&id, &RpcError::new(INVALID_REQUEST, "x"));
+            let echoed: Value = serde_json::from_str(&frame).unwrap();
+            assert_eq!(echoed["serverResponse"]["id"], sent, "{frame}");
+        }
+    }
+
+    #[test]
     fn malformed_json_is_a_parse_error_with_null_id() {
         let err = decode_request("{nope").unwrap_err();
         assert_eq!(err.error.code, PARSE_ERROR);
