@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 pub enum UriError {
     /// The scheme is not `file` (holds the scheme found, empty if there was none).
     NotFileScheme(String),
-    /// A `%` not followed by two hex digits, or an encoded NUL byte.
+    /// A `%` not followed by two hex digits.
     BadPercentEncoding,
+    /// A NUL byte, raw or as `%00`: no unix path can hold one.
+    NulByte,
     /// The decoded path is not absolute.
     NotAbsolute,
     /// The URI names a host other than `localhost` (holds that host).
@@ -29,6 +31,7 @@ impl fmt::Display for UriError {
             }
             UriError::NotFileScheme(s) => write!(f, "not a file:// URI (scheme \"{s}\")"),
             UriError::BadPercentEncoding => write!(f, "invalid percent-encoding in URI"),
+            UriError::NulByte => write!(f, "file URI holds a NUL byte, which no path can"),
             UriError::NotAbsolute => write!(f, "file URI does not name an absolute path"),
             UriError::RemoteHost(h) => write!(f, "file URI names a remote host \"{h}\""),
         }
@@ -78,7 +81,8 @@ pub fn split_fragment(uri: &str) -> (&str, Option<&str>) {
 ///
 /// Accepts `file:///p`, `file://localhost/p` (host case-insensitive) and the short
 /// `file:/p`; drops any `?query` and `#fragment`; percent-decodes to raw bytes.
-/// An encoded NUL (`%00`) is rejected since no unix path can contain one.
+/// A NUL byte, raw or encoded (`%00`), is rejected since no unix path can
+/// contain one (and the path would not encode back to the same URI).
 pub fn file_uri_to_path(uri: &str) -> Result<PathBuf, UriError> {
     match scheme(uri) {
         Some(s) if s == "file" => {}
@@ -106,8 +110,8 @@ pub fn file_uri_to_path(uri: &str) -> Result<PathBuf, UriError> {
 
 /// Decodes `%XX` escapes to raw bytes; other bytes pass through unchanged.
 /// Hand-written because it is strict where `percent-encoding` is lenient:
-/// a bad escape or `%00` refuses the URI instead of opening a file under
-/// another name.
+/// a bad escape or a NUL (`%00` or raw) refuses the URI instead of opening
+/// a file under another name.
 fn percent_decode(s: &str) -> Result<Vec<u8>, UriError> {
     fn hex(b: u8) -> Option<u8> {
         (b as char).to_digit(16).map(|d| d as u8)
@@ -120,10 +124,13 @@ fn percent_decode(s: &str) -> Result<Vec<u8>, UriError> {
             let hi = src.get(i + 1).copied().and_then(hex);
             let lo = src.get(i + 2).copied().and_then(hex);
             match (hi, lo) {
-                (Some(h), Some(l)) if h != 0 || l != 0 => out.push((h << 4) | l),
+                (Some(0), Some(0)) => return Err(UriError::NulByte),
+                (Some(h), Some(l)) => out.push((h << 4) | l),
                 _ => return Err(UriError::BadPercentEncoding),
             }
             i += 3;
+        } else if src[i] == 0 {
+            return Err(UriError::NulByte);
         } else {
             out.push(src[i]);
             i += 1;
@@ -308,7 +315,10 @@ mod tests {
         assert_eq!(file_uri_to_path("file:///a%2"), Err(BadPercentEncoding));
         assert_eq!(file_uri_to_path("file:///a%zz"), Err(BadPercentEncoding));
         assert_eq!(file_uri_to_path("file:///a%+1"), Err(BadPercentEncoding));
-        assert_eq!(file_uri_to_path("file:///a%00b"), Err(BadPercentEncoding));
+        assert_eq!(file_uri_to_path("file:///a%00b"), Err(NulByte));
+        // Found by fuzzing: a raw NUL decoded, but its path encoded to the
+        // refused `%00`.
+        assert_eq!(file_uri_to_path("file:///a\0b"), Err(NulByte));
         assert_eq!(file_uri_to_path("file:rel/a"), Err(NotAbsolute));
         assert_eq!(file_uri_to_path("file:"), Err(NotAbsolute));
         assert_eq!(file_uri_to_path("file://"), Err(NotAbsolute));
