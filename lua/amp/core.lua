@@ -14,7 +14,8 @@ local native = setmetatable({}, {
 })
 
 H.config = nil ---@type amp.Config?
-H.server_opts = nil ---@type table? options of the running server, to detect changes
+H.server_opts = nil ---@type table|false|nil the running server's options, to detect changes (false: the defaults, made when compared)
+H.defaults = false -- H.config is the defaults (setup() without options)
 H.last_error = nil ---@type string? last error seen on the Lua side
 H.reported = {} ---@type table<string, true> errors already shown for automatic actions
 H.augroup = nil ---@type integer?
@@ -28,6 +29,7 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
+  H.defaults = opts == nil or (type(opts) == "table" and next(opts) == nil)
   -- The log is the plugin's own file: never watched, reviewed or reported
   -- (amp.buffer reads the list when it loads; not at start-up).
   H.own_files = { config.log_file, config.log_file .. ".1", H.dirname(config.log_file) .. "/amp-build.log" }
@@ -59,7 +61,7 @@ function M.setup(opts, config)
     native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   end
   if running then
-    if not vim.deep_equal(H.server_opts, H.server_part(config)) then
+    if not vim.deep_equal(H.running_options(), H.server_part(config)) then
       M.restart()
     end
   elseif config.auto_start then
@@ -166,6 +168,7 @@ end
 function H.get_config()
   if not H.config then
     H.config = require("amp.config.defaults").resolved()
+    H.defaults = true
   end
   return H.config
 end
@@ -184,9 +187,16 @@ function H.start(how)
     return false, load_err
   end
   -- What the server depends on (a change takes a restart), and what
-  -- `start` gets: the same plus the session's own fields.
-  local server_part = H.server_part(config)
-  local opts = H.native_opts(config, require("amp.config.defaults").copy(server_part))
+  -- `start` gets: the same plus the session's own fields. The defaults
+  -- are the library's own too (status().options shows what it enforces;
+  -- tests/integration/test_config.py checks they are the schema's), so
+  -- `start` then gets the log file alone, and they are made only if a
+  -- later setup() compares them.
+  local server_part = not H.defaults and H.server_part(config) or false
+  local opts = H.native_opts(
+    config,
+    server_part and require("amp.config.defaults").copy(server_part) or { log_file = config.log_file }
+  )
   local result, err = native.call("start", opts)
   if err or type(result) ~= "table" then
     err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
@@ -299,6 +309,15 @@ function H.read_options()
     fileformats = vim.o.fileformats,
     fileencodings = vim.o.fileencodings,
   }
+end
+
+--- The running server's options (H.server_part of the configuration it
+--- started with).
+function H.running_options()
+  if H.server_opts == false then
+    H.server_opts = H.server_part(require("amp.config.defaults").resolved())
+  end
+  return H.server_opts
 end
 
 -- The part of the configuration a running server depends on.

@@ -14,18 +14,15 @@ const CONFLICT_VAR: &str = "amp_disk_conflict";
 
 /// The names of all loaded buffers (any kind), and the files among them.
 pub fn loaded_buffers() -> (Vec<PathBuf>, Vec<PathBuf>) {
-    if !any_named_buffer() {
-        // Neither (a file is a named buffer), and the helpers are not
-        // compiled for it: Neovim started without a file.
-        return (Vec::new(), Vec::new());
-    }
     let (names, files): (Vec<mlua::String>, Vec<mlua::String>) = lua::helper("loaded_buffers", ()).unwrap_or_default();
     (names.iter().map(path_from_lua).collect(), files.iter().map(path_from_lua).collect())
 }
 
 /// Whether some buffer (loaded or not) has a name: a few API calls, when
-/// Neovim started without a file (one unnamed buffer).
-fn any_named_buffer() -> bool {
+/// Neovim started without a file (one unnamed buffer). Asked once, when
+/// the server starts: without one, there is no loaded file to note, and
+/// the helpers `loaded_buffers` needs are not compiled for nothing.
+pub fn any_named_buffer() -> bool {
     let Ok(buffers) = lua::api::<_, Vec<i32>>("nvim_list_bufs", ()) else { return true };
     buffers.into_iter().any(|buf| {
         lua::api::<_, mlua::String>("nvim_buf_get_name", buf).map_or(true, |name| !name.as_bytes().is_empty())

@@ -157,8 +157,12 @@ pub fn start(options: ServerOptions) -> Result<Value, String> {
         session.front_ends.iter().flat_map(|f| f.terminal_env()).map(|(k, v)| (k.to_owned(), v.into())).collect();
     info["env"] = Value::Object(env);
     *current() = Some(session);
-    // The loaded buffers, for the file watcher.
-    buffers_changed();
+    // The loaded buffers, for the file watcher. Both lists start out
+    // empty: with no named buffer (Neovim started without a file) there is
+    // nothing to add.
+    if crate::nvim::files::any_named_buffer() {
+        buffers_changed();
+    }
     Ok(info)
 }
 
@@ -254,6 +258,8 @@ pub fn status() -> Value {
                 "last_error": hub.last_error().or_else(last_error),
                 "version": env!("CARGO_PKG_VERSION"),
                 "agents": agents,
+                // What the server enforces, defaults filled in.
+                "options": hub.options.config_json(FRONT_ENDS.iter().map(|(id, _)| *id)),
             })
         }
         None => json!({

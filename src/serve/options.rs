@@ -154,14 +154,15 @@ impl ServerOptions {
     /// Reads the options table; absent fields keep their defaults.
     pub fn from_json(value: &Value) -> Result<Self, OptionsError> {
         let mut o = Self::default();
+        let empty = serde_json::Map::new();
         let map = match value {
-            Value::Object(map) => map.clone(),
-            Value::Null => Default::default(),
+            Value::Object(map) => map,
             // An empty Lua table may arrive as an empty list.
-            Value::Array(a) if a.is_empty() => Default::default(),
+            Value::Null => &empty,
+            Value::Array(a) if a.is_empty() => &empty,
             _ => return Err(OptionsError::NotATable),
         };
-        for (key, v) in &map {
+        for (key, v) in map {
             match key.as_str() {
                 "ide_name" => o.ide_name = string(key, v)?,
                 "workspace_folders" => o.workspace_folders = strings(key, v)?,
@@ -195,7 +196,7 @@ impl ServerOptions {
                 "watch_debounce_ms" => o.watch_debounce_ms = int(key, v, 0, 10_000)?,
                 "plugin_version" => o.plugin_version = string(key, v)?,
                 "plugin_directory" => o.plugin_directory = Some(string(key, v)?),
-                "log_file" => o.log_file = Some(string(key, v)?),
+                "log_file" => o.log_file = if v.is_null() { None } else { Some(string(key, v)?) },
                 "log_level" => o.log_level = string(key, v)?,
                 "write_autocmds" => {
                     o.write_autocmds = v
@@ -219,6 +220,43 @@ impl ServerOptions {
             return Err(OptionsError::NoWorkspaceFolder);
         }
         Ok(o)
+    }
+}
+
+impl ServerOptions {
+    /// The options that come from the user's configuration, under the
+    /// names `from_json` reads (`agents`: each of `agent_ids` on or off):
+    /// what the running server enforces, as `status().options` shows it.
+    /// The session's own fields (folders, port tried first, paths, read
+    /// options) are left out.
+    pub fn config_json<'a>(&self, agent_ids: impl IntoIterator<Item = &'a str>) -> Value {
+        let agents: serde_json::Map<String, Value> =
+            agent_ids.into_iter().map(|id| (id.to_owned(), self.agents.enabled(id).into())).collect();
+        serde_json::json!({
+            "agents": agents,
+            "allowed_origins": self.allowed_origins,
+            "codex_ide_context": self.codex_ide_context,
+            "handshake_timeout_ms": self.handshake_timeout_ms,
+            "log_file": self.log_file,
+            "log_level": self.log_level,
+            "log_max_bytes": self.log_max_bytes,
+            "max_clients": self.max_clients,
+            "max_file_bytes": self.max_file_bytes,
+            "max_frame_bytes": self.max_frame_bytes,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "max_pending_handshakes": self.max_pending_handshakes,
+            "ping_interval_ms": self.ping_interval_ms,
+            "port": self.port,
+            "port_range": self.port_range.map(|(lo, hi)| [lo, hi]),
+            "review_edit_file": self.review_edit_file,
+            "review_timeout_ms": self.review_timeout_ms,
+            "selection_interval_ms": self.selection_interval_ms,
+            "send_queue": self.send_queue,
+            "tap_url": self.tap_url,
+            "watch_debounce_ms": self.watch_debounce_ms,
+            "watch_files": self.watch_files,
+            "write_autocmds": self.write_autocmds.name(),
+        })
     }
 }
 
@@ -284,6 +322,60 @@ mod tests {
         assert_eq!(e.to_string(), r#"start: write_autocmds must be "all", "post" or "none", got "pre""#);
         let e = ServerOptions::from_json(&json!({"workspace_folders": ["/w"], "watch_files": 1})).unwrap_err();
         assert_eq!(e.to_string(), "start: watch_files must be a boolean, got 1");
+    }
+
+    #[test]
+    fn config_json_reads_back_as_the_same_options() {
+        let ids = ["amp", "claude", "gemini"];
+        let session = |mut v: Value| {
+            v["workspace_folders"] = json!(["/w"]);
+            v
+        };
+        let defaults = ServerOptions { workspace_folders: vec!["/w".into()], ..Default::default() };
+        let mut agents = Agents::default();
+        for id in ids {
+            agents.set(id, defaults.agents.enabled(id));
+        }
+        let read = ServerOptions::from_json(&session(defaults.config_json(ids))).unwrap();
+        assert_eq!(read, ServerOptions { agents, ..defaults.clone() });
+        // Every configuration field changed: one that config_json left out
+        // or named differently would read back as its default.
+        let mut agents = Agents::default();
+        for (id, on) in [("amp", false), ("claude", true), ("gemini", true)] {
+            agents.set(id, on);
+        }
+        let changed = ServerOptions {
+            port: 4000,
+            port_range: Some((4000, 4010)),
+            max_frame_bytes: 4096,
+            max_clients: 3,
+            send_queue: 7,
+            ping_interval_ms: 1000,
+            max_pending_handshakes: 2,
+            handshake_timeout_ms: 500,
+            max_inflight_bytes: 2 * 1024 * 1024,
+            log_max_bytes: 8192,
+            selection_interval_ms: 5,
+            allowed_origins: vec!["http://x".into()],
+            watch_files: false,
+            watch_debounce_ms: 7,
+            log_file: Some("/l/amp.log".into()),
+            log_level: "debug".into(),
+            write_autocmds: WriteAutocmds::All,
+            max_file_bytes: 9,
+            agents,
+            review_edit_file: true,
+            review_timeout_ms: 5000,
+            tap_url: "ws://localhost:1".into(),
+            codex_ide_context: true,
+            ..defaults.clone()
+        };
+        let default_config = defaults.config_json(ids);
+        let changed_config = changed.config_json(ids);
+        for (key, value) in changed_config.as_object().unwrap() {
+            assert_ne!(&default_config[key], value, "{key} is not changed by this test");
+        }
+        assert_eq!(ServerOptions::from_json(&session(changed_config)).unwrap(), changed);
     }
 
     #[test]

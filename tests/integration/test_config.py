@@ -253,6 +253,43 @@ def test_setup_with_no_options_reads_no_schema_and_gives_the_schema_defaults(ed)
     assert reference[3]["port_range"] == [7000, 7009] and reference[3]["agents"]["claude"] is True
 
 
+def test_the_server_enforces_the_schema_defaults_and_restarts_only_for_a_change(ed):
+    """setup({}) starts the server with the library's own defaults (`start`
+    gets the log file alone); status().options, what it enforces, is the
+    schema's defaults. Options that change a native option restart it with
+    them; the same options again do not."""
+    got = ed.lua("""
+        local defaults = require('amp.config.defaults')
+        local amp = require('amp')
+        -- (fired by native stop, before a restart starts it again)
+        local stops = 0
+        vim.api.nvim_create_autocmd('User', { pattern = 'AmpServerStopped', callback = function() stops = stops + 1 end })
+        local function options() return amp.status().options end
+        local out = {}
+        local function step(opts)
+          amp.setup(opts)
+          assert(vim.wait(5000, function() return amp.is_running() end), 'no server')
+          table.insert(out, { options(), stops })
+        end
+        step({})
+        step({})
+        step({ server = { max_clients = 3 }, agents = { claude = true }, watch = { enabled = false } })
+        step({ server = { max_clients = 3 }, agents = { claude = true }, watch = { enabled = false } })
+        step({})
+        local changed = require('amp.config').resolve({ server = { max_clients = 3 }, agents = { claude = true },
+          watch = { enabled = false } })
+        return { out, defaults.native(defaults.resolved()), defaults.native(changed) }
+    """)
+    steps, schema_defaults, schema_changed = got
+    assert schema_defaults["max_clients"] == 32 and schema_changed["max_clients"] == 3
+    assert steps[0][0] == schema_defaults
+    assert steps[2][0] == schema_changed
+    assert steps[4][0] == schema_defaults
+    # Restarted for the change and for the defaults again, not for the same
+    # options twice.
+    assert [stops for _, stops in steps] == [0, 0, 1, 1, 2]
+
+
 # ------------------------------------------------------------ validation
 
 # (options as a Lua expression, the whole error message)
