@@ -221,9 +221,7 @@ impl ServerOptions {
         }
         Ok(o)
     }
-}
 
-impl ServerOptions {
     /// The options that come from the user's configuration, under the
     /// names `from_json` reads (`agents`: each of `agent_ids` on or off):
     /// what the running server enforces, as `status().options` shows it.
