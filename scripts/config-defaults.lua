@@ -54,6 +54,13 @@ end
 function M.resolved()
   return M.normalize(M.defaults())
 end
+
+-- Whether `opts` are no options at all (`setup()`, `setup({})`): the
+-- configuration is then M.resolved(), and the server's options the
+-- library's own defaults.
+function M.none(opts)
+  return opts == nil or (type(opts) == "table" and next(opts) == nil)
+end
 ]]
 
 -- amp.config loads the file this writes: not this time (it may be stale

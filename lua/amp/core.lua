@@ -29,7 +29,7 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
-  H.defaults = opts == nil or (type(opts) == "table" and next(opts) == nil)
+  H.defaults = require("amp.config.defaults").none(opts)
   -- The log is the plugin's own file: never watched, reviewed or reported
   -- (amp.buffer reads the list when it loads; not at start-up).
   H.own_files = { config.log_file, config.log_file .. ".1", H.dirname(config.log_file) .. "/amp-build.log" }

@@ -172,8 +172,9 @@ end
 --- No options are the defaults: the generated file alone (amp.config
 --- resolves them the same way), not the schema's module.
 function P.resolve(opts)
-  if opts == nil or (type(opts) == "table" and next(opts) == nil) then
-    return require("amp.config.defaults").resolved(), nil
+  local defaults = require("amp.config.defaults")
+  if defaults.none(opts) then
+    return defaults.resolved(), nil
   end
   local config, err, warning = require("amp.config").resolve(opts)
   if warning then

@@ -203,4 +203,11 @@ function M.resolved()
   return M.normalize(M.defaults())
 end
 
+-- Whether `opts` are no options at all (`setup()`, `setup({})`): the
+-- configuration is then M.resolved(), and the server's options the
+-- library's own defaults.
+function M.none(opts)
+  return opts == nil or (type(opts) == "table" and next(opts) == nil)
+end
+
 return M
