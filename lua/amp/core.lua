@@ -15,7 +15,6 @@ local native = setmetatable({}, {
 
 H.config = nil ---@type amp.Config?
 H.server_opts = nil ---@type table|false|nil the running server's options, to detect changes (false: the defaults, made when compared)
-H.defaults = false -- H.config is the defaults (setup() without options)
 H.last_error = nil ---@type string? last error seen on the Lua side
 H.reported = {} ---@type table<string, true> errors already shown for automatic actions
 H.augroup = nil ---@type integer?
@@ -29,7 +28,6 @@ H.last_port = nil ---@type integer? port of this session's previous server
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
-  H.defaults = require("amp.config.defaults").none(opts)
   -- The log is the plugin's own file: never watched, reviewed or reported
   -- (amp.buffer reads the list when it loads; not at start-up).
   H.own_files = { config.log_file, config.log_file .. ".1", H.dirname(config.log_file) .. "/amp-build.log" }
@@ -168,7 +166,6 @@ end
 function H.get_config()
   if not H.config then
     H.config = require("amp.config.defaults").resolved()
-    H.defaults = true
   end
   return H.config
 end
@@ -192,7 +189,9 @@ function H.start(how)
   -- tests/integration/test_config.py checks they are the schema's), so
   -- `start` then gets the log file alone, and they are made only if a
   -- later setup() compares them.
-  local server_part = not H.defaults and H.server_part(config) or false
+  -- (H.config is the defaults when setup() had no options, or never ran.)
+  local defaults = require("amp.config.defaults").none(H.user_opts)
+  local server_part = not defaults and H.server_part(config) or false
   local opts = H.native_opts(
     config,
     server_part and require("amp.config.defaults").copy(server_part) or { log_file = config.log_file }
