@@ -44,9 +44,9 @@ local H = {}
 ---@field openctx { enabled: boolean, providers: table<string, boolean|table>, timeout_ms: integer, startup_timeout_ms: integer, max_file_bytes: integer, node_command: string, debounce_ms: integer }
 
 -- The schema is loaded when something needs it: checking options the user
--- gave, or reading one of these fields. `setup({})` at start-up needs
--- neither (lua/amp/config/defaults.lua has what they need): building the
--- schema is most of this module's cost.
+-- gave, or reading one of these fields. The defaults need neither
+-- (lua/amp/config/defaults.lua has what they need): building the schema
+-- is most of this module's cost.
 local schema ---@type table?
 local from_schema = {
   schema = "options",

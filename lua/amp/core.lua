@@ -1,6 +1,9 @@
 --- The plugin's state and work behind `require("amp")` (lua/amp/init.lua,
 --- which stays small so that `setup()` during start-up loads little): the
---- server's start and stop, the autocommands, OpenCtx, errors.
+--- server's start and stop, the autocommands, errors. What `setup()` with
+--- options does besides (the review key, OpenCtx, the log's settings, a
+--- restart for changed options) is in lua/amp/configure.lua: `setup({})`
+--- at start-up loads neither it nor the configuration's modules.
 local M = {}
 local H = {}
 
@@ -13,27 +16,40 @@ local native = setmetatable({}, {
   end,
 })
 
-H.config = nil ---@type amp.Config?
-H.server_opts = nil ---@type table|false|nil the running server's options, to detect changes (false: the defaults, made when compared)
+H.config = nil ---@type amp.Config? the resolved configuration (nil: the defaults, resolved when asked)
+H.user_opts = nil ---@type table? the options of the last setup()
+H.setup_done = false -- setup() ran (after_build repeats it)
+H.configured = false -- a setup() with options ran (amp.configure then has state a later one updates)
+H.server_opts = nil ---@type table|false|nil the running server's native options (false: the library's defaults)
 H.last_error = nil ---@type string? last error seen on the Lua side
 H.reported = {} ---@type table<string, true> errors already shown for automatic actions
 H.augroup = nil ---@type integer?
 H.last_port = nil ---@type integer? port of this session's previous server
 
+--- Whether `opts` are no options at all (`setup()`, `setup({})`): the
+--- configuration is then the defaults, and the server's options the
+--- library's own.
+---@param opts? table
+---@return boolean
+function M.no_options(opts)
+  return opts == nil or (type(opts) == "table" and next(opts) == nil)
+end
+
 --- `setup()`'s work after start-up (see lua/amp/init.lua): `config` is
---- `opts` resolved by amp.config. Loads the library, configures the log
---- and OpenCtx, starts or restarts the server as the options say.
+--- `opts` resolved by amp.config, or nil for no options (the defaults,
+--- resolved only when something asks for them). Loads the library, then
+--- starts, restarts or configures as the options say.
 ---@param opts? table the user's options (kept for after_build)
----@param config amp.Config
+---@param config? amp.Config
 function M.setup(opts, config)
   H.user_opts = opts
   H.config = config
+  H.setup_done = true
   -- The log is the plugin's own file: never watched, reviewed or reported
   -- (amp.buffer reads the list when it loads; not at start-up).
-  H.own_files = { config.log_file, config.log_file .. ".1", H.dirname(config.log_file) .. "/amp-build.log" }
   local buffer = package.loaded["amp.buffer"]
   if buffer then
-    buffer.set_own_files(H.own_files)
+    buffer.set_own_files(M.own_files())
   end
   H.create_autocmds()
   local _, load_err = native.load()
@@ -47,26 +63,21 @@ function M.setup(opts, config)
     end
     -- Without the library nothing else can work: one line saying what to
     -- run (:Amp build starts what setup() asked for once it is built).
-    H.fail(load_err, true)
+    M.fail(load_err, true)
     return
   end
-  H.map_review_key(config)
-  local running = M.is_running()
-  if running or not config.auto_start then
-    -- (A server that starts now configures the log itself: start()
-    -- already does the same work, once, on the start-up path.)
-    H.mkdir(H.dirname(config.log_file))
-    native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
-  end
-  if running then
-    if not vim.deep_equal(H.running_options(), H.server_part(config)) then
-      M.restart()
+  if not config and not H.configured then
+    -- No options, and none before: the schema's defaults start the server
+    -- (a running one has them already), map no review key and name no
+    -- OpenCtx provider, so there is nothing else to do
+    -- (tests/integration/test_config.py checks the schema says so).
+    if not M.is_running() then
+      H.start({ automatic = true })
     end
-  elseif config.auto_start then
-    H.start({ automatic = true })
+    return
   end
-  -- After the server: OpenCtx logs to the log the server configured.
-  H.configure_openctx(config)
+  H.configured = true
+  require("amp.configure").apply(H.get_config())
 end
 
 --- Whether :Amp install or :Amp build is running (both load the library
@@ -79,8 +90,11 @@ end
 --- After `:Amp build` built the library: do what `setup()` could not do
 --- without it (OpenCtx, and the server if `auto_start`).
 function M.after_build()
-  if H.config and not M.is_running() then
-    H.openctx_opts = nil
+  if H.setup_done and not M.is_running() then
+    local configure = package.loaded["amp.configure"]
+    if configure then
+      configure.forget_openctx()
+    end
     require("amp").setup(H.user_opts)
   end
 end
@@ -88,10 +102,11 @@ end
 --- Start the server (uses the defaults if `setup()` was never called).
 --- The native side fires `User AmpServerStarted` (`data = { port, lockfile }`)
 --- once the lockfile is written.
+---@param automatic? boolean started by setup(), not asked for (its errors are shown once)
 ---@return boolean ok
 ---@return integer|string port_or_err the port, or the error message
-function M.start()
-  return H.start({ automatic = false })
+function M.start(automatic)
+  return H.start({ automatic = automatic == true })
 end
 
 --- Stop the server and remove its lockfile. Idempotent.
@@ -107,7 +122,7 @@ function M.stop()
   local _, err = native.call("stop")
   H.server_opts = nil
   if err then
-    H.fail(err, false)
+    M.fail(err, false)
     return false, err
   end
   return true, nil
@@ -155,10 +170,18 @@ function M.get_config()
 end
 
 --- The plugin's own files (its log, the log's rotated copy, the build
---- log) as the last setup() named them (lua/amp/buffer.lua).
+--- log) as the configuration names them (lua/amp/buffer.lua).
 ---@return string[]
 function M.own_files()
-  return H.own_files or {}
+  local log_file = H.get_config().log_file
+  return { log_file, log_file .. ".1", H.dirname(log_file) .. "/amp-build.log" }
+end
+
+--- The running server's native options, as amp.configure made them, or
+--- false when it runs with the library's defaults (nil: none running).
+---@return table|false|nil
+function M.server_options()
+  return H.server_opts
 end
 
 -- Helpers -------------------------------------------------------------------
@@ -171,7 +194,6 @@ function H.get_config()
 end
 
 function H.start(how)
-  local config = H.get_config()
   H.create_autocmds()
   if M.is_running() then
     local status = M.status()
@@ -180,26 +202,22 @@ function H.start(how)
 
   local _, load_err = native.load()
   if load_err then
-    H.fail(load_err, how.automatic)
+    M.fail(load_err, how.automatic)
     return false, load_err
   end
-  -- What the server depends on (a change takes a restart), and what
-  -- `start` gets: the same plus the session's own fields. The defaults
-  -- are the library's own too (status().options shows what it enforces;
-  -- tests/integration/test_config.py checks they are the schema's), so
-  -- `start` then gets the log file alone, and they are made only if a
-  -- later setup() compares them.
-  -- (H.config is the defaults when setup() had no options, or never ran.)
-  local defaults = require("amp.config.defaults").none(H.user_opts)
-  local server_part = not defaults and H.server_part(config) or false
-  local opts = H.native_opts(
-    config,
-    server_part and require("amp.config.defaults").copy(server_part) or { log_file = config.log_file }
-  )
-  local result, err = native.call("start", opts)
+  -- What the server depends on (a change takes a restart): with no
+  -- options the library's own defaults (status().options shows what it
+  -- enforces; tests/integration/test_config.py checks they are the
+  -- schema's, the log file included), so `start` then gets the session's
+  -- fields alone and no configuration module is loaded.
+  local server_part = false
+  if not M.no_options(H.user_opts) then
+    server_part = require("amp.configure").server_part(H.get_config())
+  end
+  local result, err = native.call("start", H.session_opts(server_part))
   if err or type(result) ~= "table" then
     err = "amp: see :Amp log: the server did not start: " .. (err or "start() returned no port")
-    H.fail(err, how.automatic)
+    M.fail(err, how.automatic)
     return false, err
   end
   H.last_port = tonumber(result.port)
@@ -247,15 +265,20 @@ function H.clear_agent_env()
   end
 end
 
---- The options given to native `start` (see docs/architecture.md): `opts`
---- (the configuration's native options, a copy of its own) and what the
---- session adds. The editor's name ("Neovim (nvim 0.11.4)") and the
---- plugin's version are the library's own (src/nvim/ide_name.rs).
-function H.native_opts(config, opts)
-  local server = config.server
-  H.mkdir(H.dirname(config.log_file))
+--- The options given to native `start` (see docs/architecture.md): a
+--- copy of `server_part` (the configuration's native options; none for
+--- the library's defaults) and what the session adds. The editor's name
+--- ("Neovim (nvim 0.11.4)"), the plugin's version and the default log
+--- file are the library's own (src/nvim/ide_name.rs, src/nvim/log_file.rs);
+--- the log's directory is made by its writer, on a thread of its own.
+---@param server_part table|false
+function H.session_opts(server_part)
+  local opts = {}
+  for key, value in pairs(server_part or {}) do
+    opts[key] = value
+  end
   opts.workspace_folders = { vim.fn.getcwd() }
-  opts.preferred_port = H.preferred_port(server)
+  opts.preferred_port = H.preferred_port()
   opts.plugin_directory = native.root()
   opts.read_options = H.read_options()
   opts.nvim_program = vim.v.progpath
@@ -266,11 +289,12 @@ end
 --- (or :Amp stop, :Amp start) keeps it: the Amp CLI reconnects only to the
 --- port it knew. Only when the options allow that port (any port with
 --- `server.port = 0`, or one within `server.port_range`); 0 otherwise.
-function H.preferred_port(server)
+function H.preferred_port()
   local port = H.last_port
   if not port then
     return 0
   end
+  local server = H.get_config().server
   local range = server.port_range
   if range then
     return (port >= range[1] and port <= range[2]) and port or 0
@@ -285,22 +309,6 @@ function H.dirname(path)
   return path:match("^(.*[^/])/+[^/]*$") or "/"
 end
 
---- `mkdir -p` that takes a directory made by someone else at the same
---- moment as success (vim.fn.mkdir fails with E739 then).
-function H.mkdir(dir)
-  if vim.uv.fs_stat(dir) then
-    return
-  end
-  local parent = H.dirname(dir)
-  if parent ~= dir then
-    H.mkdir(parent)
-  end
-  local ok, err = vim.uv.fs_mkdir(dir, 493) -- 0755, less the umask
-  if not ok and not (err and err:match("^EEXIST")) then
-    H.last_error = ("amp: cannot create %s: %s"):format(dir, err)
-  end
-end
-
 --- How Neovim reads files now: the server reads files no buffer has loaded
 --- the same way (see src/filetext.rs).
 function H.read_options()
@@ -308,38 +316,6 @@ function H.read_options()
     fileformats = vim.o.fileformats,
     fileencodings = vim.o.fileencodings,
   }
-end
-
---- The running server's options (H.server_part of the configuration it
---- started with).
-function H.running_options()
-  if H.server_opts == false then
-    H.server_opts = H.server_part(require("amp.config.defaults").resolved())
-  end
-  return H.server_opts
-end
-
--- The part of the configuration a running server depends on.
-function H.server_part(config)
-  -- What the native server reads when it starts (the schema's native
-  -- options): a change to any of them takes a restart.
-  return require("amp.config.defaults").native(config)
-end
-
--- `review.open_key` opens the next review (:Amp review); the key set by an
--- earlier setup() goes when it changes.
-function H.map_review_key(config)
-  local key = config.review.open_key
-  if H.review_key == key then
-    return
-  end
-  if H.review_key then
-    pcall(vim.keymap.del, "n", H.review_key)
-  end
-  H.review_key = key or nil
-  if key then
-    vim.keymap.set("n", key, "<Cmd>Amp review<CR>", { desc = "amp: open the next review (:Amp review)" })
-  end
 end
 
 -- Modules that feed editor events to the running server: each has
@@ -410,7 +386,7 @@ function H.attach_feature(feature, mod, automatic)
   end)
   if not ok then
     pcall(vim.api.nvim_del_augroup_by_name, feature.group)
-    H.fail(("amp: %s could not start: %s"):format(feature.module, err), automatic)
+    M.fail(("amp: %s could not start: %s"):format(feature.module, err), automatic)
   end
   return ok
 end
@@ -475,7 +451,7 @@ function H.create_autocmds()
       end
       local _, err = native.call("set_workspace_folders", { vim.fn.getcwd() })
       if err then
-        H.fail("amp: could not update the workspace folders: " .. err, true)
+        M.fail("amp: could not update the workspace folders: " .. err, true)
       end
       -- GEMINI_CLI_IDE_WORKSPACE_PATH follows the workspace.
       H.agent_env()
@@ -493,28 +469,9 @@ function H.create_autocmds()
   })
 end
 
--- OpenCtx runs whether or not the Amp server does; it is reconfigured only
--- when its options change.
-function H.configure_openctx(config)
-  if vim.deep_equal(H.openctx_opts, config.openctx) then
-    return
-  end
-  H.openctx_opts = require("amp.config.defaults").copy(config.openctx)
-  -- No provider and none running: nothing to start or stop, and the module
-  -- is not even loaded (it is not on the start-up path then).
-  local idle = not config.openctx.enabled or vim.tbl_isempty(config.openctx.providers or {})
-  if idle and not package.loaded["amp.openctx"] then
-    return
-  end
-  local ok, err = require("amp.openctx").configure(config.openctx)
-  if not ok then
-    H.fail(err, true)
-  end
-end
-
 --- Show an error. Errors of automatic actions (auto_start, DirChanged) are shown
 --- once per session; errors of explicit calls every time.
-function H.fail(msg, automatic)
+function M.fail(msg, automatic)
   H.last_error = msg
   if native.loaded() then
     native.call("log", "error", msg)

@@ -45,7 +45,7 @@ if vim.fn.has("nvim-0.10") == 0 and not require("amp.version").check() then
   })
 end
 
-P.pending = nil ---@type { opts: table?, config: amp.Config }? setup() waiting for VimEnter
+P.pending = nil ---@type { opts: table?, resolved: boolean?, config: amp.Config? }? setup() waiting for VimEnter
 P.waiting = false -- the VimEnter autocommand exists
 
 local function core()
@@ -80,11 +80,12 @@ function M.setup(opts)
     end
     return
   end
-  local config, err = P.resolve(opts)
-  if not config then
+  local pending = { opts = opts }
+  local ok, err = P.resolve(pending)
+  if not ok then
     error(err, 2)
   end
-  P.pending = { opts = opts, config = config }
+  P.pending = pending
   M.finish_setup()
 end
 
@@ -145,18 +146,8 @@ end
 --- :Amp command or API call in between does the rest at once.
 function P.after_startup()
   local pending = P.pending
-  if not pending then
+  if not pending or not P.resolve_now(pending) then
     return
-  end
-  if not pending.config then
-    local config, err = P.resolve(pending.opts)
-    if not config then
-      P.pending = nil
-      -- setup() ran during start-up: too late to raise, so said in one line.
-      require("amp.notify").notify(err, vim.log.levels.ERROR)
-      return
-    end
-    pending.config = config
   end
   vim.schedule(function()
     if P.pending ~= pending then
@@ -168,19 +159,37 @@ function P.after_startup()
   end)
 end
 
---- `opts` merged and checked; a warning (unknown options) is shown.
---- No options are the defaults: the generated file alone (amp.config
---- resolves them the same way), not the schema's module.
-function P.resolve(opts)
-  local defaults = require("amp.config.defaults")
-  if defaults.none(opts) then
-    return defaults.resolved(), nil
+--- Resolves `pending.opts` once: `pending.config` is then the merged and
+--- checked options, or nil for no options (the defaults: nothing to
+--- resolve, see lua/amp/core.lua). A warning (unknown options) is shown.
+---@return boolean ok
+---@return string? err
+function P.resolve(pending)
+  if not pending.resolved and not core().no_options(pending.opts) then
+    local config, err, warning = require("amp.config").resolve(pending.opts)
+    if warning then
+      require("amp.notify").notify(warning, vim.log.levels.WARN)
+    end
+    if not config then
+      return false, err
+    end
+    pending.config = config
   end
-  local config, err, warning = require("amp.config").resolve(opts)
-  if warning then
-    require("amp.notify").notify(warning, vim.log.levels.WARN)
+  pending.resolved = true
+  return true
+end
+
+--- P.resolve for a setup() that ran during start-up: too late to raise,
+--- so an error is said in one line and that setup() dropped.
+function P.resolve_now(pending)
+  local ok, err = P.resolve(pending)
+  if not ok then
+    if P.pending == pending then
+      P.pending = nil
+    end
+    require("amp.notify").notify(err, vim.log.levels.ERROR)
   end
-  return config, err
+  return ok
 end
 
 --- The part of `setup()` that waits for the end of start-up; runs once per
@@ -188,20 +197,10 @@ end
 --- command or an API function needs it.
 function M.finish_setup()
   local pending = P.pending
-  if not pending then
-    return
+  if pending and P.resolve_now(pending) then
+    P.pending = nil
+    core().setup(pending.opts, pending.config)
   end
-  P.pending = nil
-  local config, err = pending.config, nil
-  if not config then
-    config, err = P.resolve(pending.opts)
-    if not config then
-      -- setup() ran during start-up: too late to raise, so said in one line.
-      require("amp.notify").notify(err, vim.log.levels.ERROR)
-      return
-    end
-  end
-  core().setup(pending.opts, config)
 end
 
 --- After `:Amp build` built the library: do what `setup()` could not do

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::{filetext, log};
+use crate::nvim::log_file::default_log_file;
 use crate::nvim::{annotations as editor_annotations, bridge, bulk, ide_name, lua, session};
 use crate::serve::options::ServerOptions;
 
@@ -60,11 +61,17 @@ fn export_named(lua: &Lua, name: &str) -> mlua::Result<Option<Function>> {
     Ok(Some(match name {
         "version" => export(lua, "version", |()| Ok(env!("CARGO_PKG_VERSION")))?,
         "start" => export(lua, "start", |Json(mut options)| {
-            // Made here when left out (lua/amp/core.lua does): no Lua
-            // module is loaded for it at start-up.
+            // The editor's name and, for `setup({})`, the schema's default
+            // log file are made here when left out (lua/amp/core.lua does):
+            // no Lua module is loaded for them at start-up.
             if let Value::Object(fields) = &mut options {
                 if !fields.contains_key("ide_name") {
                     fields.insert("ide_name".into(), ide_name::ide_name().into());
+                }
+                if !fields.contains_key("log_file") {
+                    if let Some(file) = default_log_file() {
+                        fields.insert("log_file".into(), file.into());
+                    }
                 }
             }
             session::start(ServerOptions::from_json(&options).map_err(|e| e.to_string())?)

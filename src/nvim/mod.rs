@@ -18,6 +18,7 @@ pub mod exports;
 pub mod file_record;
 pub mod files;
 pub mod ide_name;
+pub mod log_file;
 pub mod lua;
 pub mod open;
 pub mod openctx;

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, lua_literal, wait_for
+from harness import Editor
 
 # Every option and its default, as :help amp-config documents them (log_file
 # is filled in by resolve(); checked separately). An empty Lua table comes
@@ -100,6 +101,8 @@ def resolve_ok(ed, opts) -> dict:
 
 
 def test_defaults_are_the_documented_ones(ed):
+    # (lua/amp/core.lua relies on three of them: setup({}) as the first
+    # setup() starts the server and maps no key and no OpenCtx provider.)
     config = resolve_ok(ed, {})
     log_file = config.pop("log_file")
     assert config == DEFAULTS
@@ -255,9 +258,11 @@ def test_setup_with_no_options_reads_no_schema_and_gives_the_schema_defaults(ed)
 
 def test_the_server_enforces_the_schema_defaults_and_restarts_only_for_a_change(ed):
     """setup({}) starts the server with the library's own defaults (`start`
-    gets the log file alone); status().options, what it enforces, is the
-    schema's defaults. Options that change a native option restart it with
-    them; the same options again do not."""
+    gets the session's fields alone, the log file is the library's too);
+    status().options, what it enforces, is the schema's defaults. Options
+    that change a native option restart it with them; the same options
+    again do not. setup({}) after options undoes what they set besides (the
+    review key)."""
     got = ed.lua("""
         local defaults = require('amp.config.defaults')
         local amp = require('amp')
@@ -269,16 +274,16 @@ def test_the_server_enforces_the_schema_defaults_and_restarts_only_for_a_change(
         local function step(opts)
           amp.setup(opts)
           assert(vim.wait(5000, function() return amp.is_running() end), 'no server')
-          table.insert(out, { options(), stops })
+          table.insert(out, { options(), stops, vim.fn.maparg('<F7>', 'n') })
         end
         step({})
         step({})
-        step({ server = { max_clients = 3 }, agents = { claude = true }, watch = { enabled = false } })
-        step({ server = { max_clients = 3 }, agents = { claude = true }, watch = { enabled = false } })
+        local changed = { server = { max_clients = 3 }, agents = { claude = true }, watch = { enabled = false },
+          review = { open_key = '<F7>' } }
+        step(changed)
+        step(changed)
         step({})
-        local changed = require('amp.config').resolve({ server = { max_clients = 3 }, agents = { claude = true },
-          watch = { enabled = false } })
-        return { out, defaults.native(defaults.resolved()), defaults.native(changed) }
+        return { out, defaults.native(defaults.resolved()), defaults.native(require('amp.config').resolve(changed)) }
     """)
     steps, schema_defaults, schema_changed = got
     assert schema_defaults["max_clients"] == 32 and schema_changed["max_clients"] == 3
@@ -287,7 +292,33 @@ def test_the_server_enforces_the_schema_defaults_and_restarts_only_for_a_change(
     assert steps[4][0] == schema_defaults
     # Restarted for the change and for the defaults again, not for the same
     # options twice.
-    assert [stops for _, stops in steps] == [0, 0, 1, 1, 2]
+    assert [stops for _, stops, _ in steps] == [0, 0, 1, 1, 2]
+    # The review key of the options, and none with the defaults again.
+    assert [key for _, _, key in steps] == ["", "", "<Cmd>Amp review<CR>", "<Cmd>Amp review<CR>", ""]
+
+
+@pytest.mark.parametrize("state_home", ["plain", "not normal"])
+def test_setup_with_no_options_logs_where_the_configuration_says(amp_env, state_home):
+    """With setup({}) the library makes the default log file itself (no
+    configuration module is loaded to start): the file get_config() names,
+    and the log is written there. With an $XDG_STATE_HOME that is not
+    normal (`//`, `/./`), stdpath() is not either, and the library takes
+    the configuration's own resolution."""
+    home = amp_env.state_home
+    extra = None
+    if state_home == "not normal":
+        extra = {"XDG_STATE_HOME": f"{home.parent}//./{home.name}"}
+    ed = Editor(amp_env, amp_env.workspace, {}, extra)
+    try:
+        ed.wait_lockfile()
+        served, configured = ed.lua("local amp = require('amp') "
+                                    "return { amp.status().options.log_file, amp.get_config().log_file }")
+        log = home / "nvim" / "amp.log"
+        assert served == configured == str(log)
+        ed.lua("require('amp.native').call('log', 'info', 'the default log file')")
+        wait_for(lambda: log.exists() and "the default log file" in log.read_text(), 5, "the line in the log")
+    finally:
+        ed.shutdown()
 
 
 # ------------------------------------------------------------ validation

@@ -210,7 +210,6 @@ def test_edits_go_through_the_review_and_are_written_as_w_writes_them(nvim_facto
 
 
 @needs_sdk
-@needs_sdk
 def test_a_new_file_is_reviewed_against_nothing_and_made_as_w_makes_it(nvim_factory, amp_env, clients):
     """propose_edit of a path where no file is yet: the review shows every
     line as added; :w makes the file (and its missing directories) byte for
@@ -272,6 +271,7 @@ def test_a_new_file_is_reviewed_against_nothing_and_made_as_w_makes_it(nvim_fact
     assert not proposals(ed)
 
 
+@needs_sdk
 def test_two_neovims_in_different_folders_each_found_by_their_own_client(nvim_factory, amp_env, clients):
     a, b = amp_env.workspace, amp_env.root / "project-b"
     nested = a / "sub"

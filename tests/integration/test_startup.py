@@ -11,8 +11,9 @@ still reported (a cursor move, to a connected client) or handled (a file
 opened is watched), and that the lists of events in
 core.lua cover every event the modules' autocmds are for.
 
-`setup({})` loads only the start path (the generated defaults, amp.native,
-amp.core), and the server's start does not read the selection and the
+`setup({})` loads only the start path (amp.native, amp.core: not the
+configuration's modules, whose defaults the library has), and the
+server's start does not read the selection and the
 visible files: the first client's connection has them read, and its first
 notifications carry them (src/core/published.rs, `context_ready`).
 """
@@ -30,11 +31,11 @@ from harness import Editor
 
 FEATURES = {"amp.context": "AmpEditorContext", "amp.files": "AmpFileWatch"}
 # Modules `setup({})` and the server's start do without: the options'
-# schema, the version check, the buffer rule (the helpers' first use), the
+# schema and defaults, what options set besides the start, the version check, the buffer rule (the helpers' first use), the
 # agents' environment (Amp alone needs none), the library's age check (2 s
 # later), the connection notices.
-NOT_AT_START = ("amp.config", "amp.config.schema", "amp.version", "amp.buffer", "amp.agent_env",
-                "amp.native.stale", "amp.connection", "amp.notify")
+NOT_AT_START = ("amp.config", "amp.config.schema", "amp.config.defaults", "amp.configure", "amp.version",
+                "amp.buffer", "amp.agent_env", "amp.native.stale", "amp.connection", "amp.notify")
 LINES = ["first line", "second line", "third line"]
 TEXT = "".join(line + "\n" for line in LINES)
 
@@ -97,7 +98,7 @@ def test_setup_with_no_options_loads_only_the_start_path(amp_env):
     try:
         ed.wait_lockfile()
         time.sleep(0.3)  # the start-up's slices are done
-        for module in ("amp.config.defaults", "amp.native", "amp.core"):
+        for module in ("amp.native", "amp.core"):
             assert loaded(ed, module), module
         # (Without the C API the library reads the version through amp.version.)
         c_api_off = os.environ.get("AMP_NVIM_C_API") == "0"
