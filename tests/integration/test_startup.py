@@ -27,7 +27,7 @@ import pytest
 
 from context_helpers import connect_recorder, cursor_payload, feed, visible_payload
 from filewatch_helpers import install_probes, timed_reload, wait_event
-from harness import Editor
+from harness import REPO, Editor
 
 FEATURES = {"amp.context": "AmpEditorContext", "amp.files": "AmpFileWatch"}
 # Modules `setup({})` and the server's start do without: the options'
@@ -151,3 +151,48 @@ def test_a_file_opened_as_the_first_event_is_watched(editor_on_a_file):
     # An outside change to the file just opened reloads its buffer.
     timed_reload(ed, other, "from the agent\n")
     wait_event(ed, other, "reloaded")
+
+
+# Records the modules `require` found in package.preload (the byte code
+# compiled on the mapping thread), and holds VimEnter until that code has
+# arrived, so the race with the thread is decided for the test (it has
+# always arrived by then in use: the thread starts with setup(), before the
+# rest of start-up).
+PRELOAD_PROBE = (
+    "lua local searcher = package.loaders[1]; _G.amp_test_preloaded = {}; "
+    "package.loaders[1] = function(name) local found = searcher(name); "
+    "if type(found) == 'function' and name:find('^amp') then table.insert(_G.amp_test_preloaded, name) end; "
+    "return found end; "
+    "vim.api.nvim_create_autocmd('VimEnter', { once = true, callback = function() "
+    "_G.amp_test_arrived = vim.wait(5000, function() return package.preload['amp.core'] ~= nil end, 5) end })"
+)
+COMPILED_WITH_OPTIONS = {"amp.config", "amp.config.schema", "amp.config.defaults", "amp.configure"}
+
+
+@pytest.mark.parametrize("opts", [{}, {"log_level": "debug"}])
+def test_the_start_paths_modules_are_compiled_off_the_main_thread(amp_env, opts):
+    """setup() during start-up has the modules it loads after VimEnter
+    compiled on the thread that maps the library (lua/amp/init.lua): the
+    main thread loads their byte code, found first by `require`, once each
+    (nothing is left in package.preload), and they are the files' own (the
+    library is found from amp.native's path, the chunk names are the
+    files')."""
+    ed = Editor(amp_env, amp_env.workspace, opts, None, plugin_before=PRELOAD_PROBE)
+    try:
+        ed.wait_lockfile()
+        time.sleep(0.3)  # the start-up's slices are done
+        arrived, preloaded, left, source = ed.lua("""
+            local left = {}
+            for name in pairs(package.preload) do
+              if name:find('^amp') then left[#left + 1] = name end
+            end
+            return { _G.amp_test_arrived, _G.amp_test_preloaded, left,
+                     debug.getinfo(require('amp.core').setup, 'S').source }
+        """)
+        assert arrived is True
+        assert set(preloaded) == {"amp.native", "amp.core"} | (COMPILED_WITH_OPTIONS if opts else set()), preloaded
+        assert len(preloaded) == len(set(preloaded)) and left == [], (preloaded, left)
+        assert source == "@" + os.path.realpath(REPO / "lua" / "amp" / "core.lua")
+        assert ed.lua("return require('amp').is_running()") is True
+    finally:
+        ed.shutdown()
