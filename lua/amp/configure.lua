@@ -20,7 +20,7 @@ function M.apply(config)
   local running = core.is_running()
   if running or not config.auto_start then
     -- (A server that starts now configures the log itself: `start` does
-    -- the same work, once. The log's writer makes its directory.)
+    -- the same work, once. The library makes the log's directory.)
     native.call("configure_log", config.log_file, config.log_level, config.log_max_bytes)
   end
   if running then

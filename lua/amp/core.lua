@@ -270,7 +270,7 @@ end
 --- the library's defaults) and what the session adds. The editor's name
 --- ("Neovim (nvim 0.11.4)"), the plugin's version and the default log
 --- file are the library's own (src/nvim/ide_name.rs, src/nvim/log_file.rs);
---- the log's directory is made by its writer, on a thread of its own.
+--- the library makes the log's directory (on this thread: see src/core/log.rs).
 ---@param server_part table|false
 function H.session_opts(server_part)
   local opts = {}

@@ -127,12 +127,27 @@ pub fn wake_writer() {
 /// and the writer's job (None: the same file, its writer kept).
 fn point_at(path: PathBuf, level: Level) -> Option<WriterJob> {
     MIN_LEVEL.store(level as u8, Ordering::Relaxed);
+    switch_to(path)
+}
+
+/// For a new path: its directory made, the channel lines go to from now
+/// on, and the writer's job. None for the current path.
+///
+/// The directory is made here, on the caller's thread (Neovim's main
+/// thread in the plugin), not by the writer: Neovim makes the same
+/// directory (`stdpath("state")`, for swap files) on its main thread, and
+/// its `mkdir -p` raced by another thread fails with E303 "file already
+/// exists". A stat when it is there.
+fn switch_to(path: PathBuf) -> Option<WriterJob> {
     {
         let mut current = PATH.locked();
         if current.as_ref() == Some(&path) {
             return None; // same file: keep the writer
         }
         *current = Some(path.clone());
+    }
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
     }
     let (tx, rx) = mpsc::channel::<String>();
     *SINK.locked() = Some(tx);
@@ -187,10 +202,8 @@ fn spawn_writer(work: impl FnOnce() + Send + 'static) -> bool {
 }
 
 /// Appends each line received to the file at `path` until the channel closes.
+/// (Its directory was made by [`point_at`].)
 fn write_lines(path: PathBuf, rx: mpsc::Receiver<String>) {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
     let Some(mut file) = RotatingFile::open(path) else { return };
     while let Ok(line) = rx.recv() {
         QUEUED.taken();
@@ -402,6 +415,25 @@ macro_rules! log_debug {
 mod tests {
     use super::*;
 
+    /// Held by the tests that point the process's log somewhere or set its
+    /// level: they would see each other's lines and levels otherwise.
+    static GLOBAL_LOG: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn a_new_log_path_has_its_directory_made_by_the_caller_not_the_writer() {
+        let _global = GLOBAL_LOG.locked();
+        let tmp = std::env::temp_dir().join(format!("amp-log-dir-{}", std::process::id()));
+        let path = tmp.join("a").join("b").join("amp.log");
+        let job = switch_to(path.clone());
+        // No writer was given the job: the directory is the caller's work.
+        assert!(path.parent().is_some_and(Path::is_dir), "made before switch_to returned");
+        assert!(job.is_some_and(|(p, _)| p == path));
+        assert!(switch_to(path).is_none(), "the current path again keeps its writer");
+        *PATH.locked() = None;
+        *SINK.locked() = None;
+        let _ = std::fs::remove_dir_all(tmp);
+    }
+
     #[test]
     fn the_backlog_admits_its_limit_and_refuses_one_past_until_a_line_is_taken() {
         let backlog = Backlog::new(QUEUE_LINES);
@@ -415,6 +447,7 @@ mod tests {
 
     #[test]
     fn log_debug_formats_only_at_the_debug_level() {
+        let _global = GLOBAL_LOG.locked();
         struct Counted<'a>(&'a std::cell::Cell<u32>);
         impl std::fmt::Display for Counted<'_> {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -446,6 +479,7 @@ mod tests {
 
     #[test]
     fn the_spare_writer_takes_the_first_file_a_new_thread_the_next_and_a_deferred_one_waits() {
+        let _global = GLOBAL_LOG.locked();
         let t = crate::testutil::TempDir::new("logspare");
         let read = |path: &Path, text: &str| {
             let deadline = Instant::now() + Duration::from_secs(5);

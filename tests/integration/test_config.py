@@ -181,6 +181,24 @@ def test_port_range_forms(ed):
     assert warning == "amp: setup: ignoring unknown option port_range (see :help amp-config)"
 
 
+def test_the_log_directory_is_there_when_setup_returns(ed, amp_env):
+    """The log's directory is made by the call that names the log
+    (configure_log, start), on Neovim's main thread: Neovim makes its state
+    directory (swap files, where the log goes by default) on that thread
+    too, and its `mkdir -p` raced by another thread fails with E303 "file
+    already exists". (Which thread makes it: src/core/log.rs's unit test.)"""
+    configured, started = amp_env.root / "logs-a" / "deep", amp_env.root / "logs-b" / "deep"
+    made = ed.lua("""
+        local configured, started = ...
+        local amp = require('amp')
+        amp.setup({ auto_start = false, log_file = configured .. '/amp.log' })
+        local first = vim.fn.isdirectory(configured)
+        amp.setup({ log_file = started .. '/amp.log' })
+        return { first, vim.fn.isdirectory(started), amp.is_running() }
+    """, str(configured), str(started))
+    assert made == [1, 1, True]
+
+
 def test_log_level_and_log_file_are_normalized(ed):
     config = resolve_ok(ed, {"log_level": "WARN", "log_file": "logs/amp.log"})
     assert config["log_level"] == "warn"
