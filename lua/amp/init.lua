@@ -156,7 +156,8 @@ function P.preload(opts)
   -- The same files, in the same order, as amp.native's M.candidates.
   local candidates = "target/release/libamp_core.so\ntarget/release/libamp_core.dylib\n"
     .. "target/debug/libamp_core.so\nlua/amp_core.so"
-  -- (Options add the configuration's modules.)
+  -- (Options add the configuration's modules. The test is
+  -- core.no_options's, which is not loaded yet.)
   local modules = "amp.native\namp.core"
   if type(opts) == "table" and next(opts) ~= nil then
     modules = modules .. "\namp.config\namp.config.schema\namp.config.defaults\namp.configure"

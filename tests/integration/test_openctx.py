@@ -979,13 +979,15 @@ def test_module_urls_are_downloaded_and_run_as_the_reference_decides(nvim_factor
     got = [(a["provider"], plain_range(a.get("range")), a["item"]["title"]) for a in ours]
     assert got == want
 
+    found = wait_notes(ed, lambda n: note_about(n, html) and note_about(n, NPM_MODULE), timeout=20,
+                       what="the failures of the HTML page and of openctx.org")
     # Ours: modules are fetched (GET), endpoints are POSTed to, as the reference decided.
+    # (Checked once every provider has answered or failed: the HTML page's
+    # download gives no annotation, and may finish after the others'.)
     for p in ("/npm/@openctx/provider-linear-issues", "/dist/word.js", "/dist/word.mts", "/dist/login.js"):
         assert hp.verbs(p) == {"GET"}, (p, hp.verbs(p))
     for p in ("/dist/Upper.JS", "/npm/provider-word"):
         assert hp.verbs(p) == {"POST"}, (p, hp.verbs(p))
-    found = wait_notes(ed, lambda n: note_about(n, html) and note_about(n, NPM_MODULE), timeout=20,
-                       what="the failures of the HTML page and of openctx.org")
     # The HTML page is refused for its Content-Type, not run.
     assert any("Content-Type" in m or "not a JavaScript module" in m for m in note_about(found, html)), found
     # openctx.org/npm/… is downloaded (which fails offline), never POSTed to.
